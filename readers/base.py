@@ -1,0 +1,181 @@
+"""The contract shared by the evidence plane and the control plane.
+
+A Reader turns one artifact into evidence. It never decides *whether* it is
+invoked (the Gate and the protocol in ``sparsefs`` do), it never does I/O of its
+own beyond the :class:`ArtifactSource` it is handed, and it never imports
+``sparsefs``.
+
+Exception tree::
+
+    ReaderError            the artifact or the request cannot be served;
+    ├── UnsupportedArtifact    no text layer / binary / wrong family
+    ├── ArtifactTooLarge       over the Reader's size bound
+    └── BadAnchor              a focus anchor that does not resolve
+
+Each carries a ``hint`` (what the agent should ask instead) that ends up in
+the error pack.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+
+class ReaderError(Exception):
+    """A request this Reader cannot serve; ``hint`` says what to ask instead."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UnsupportedArtifact(ReaderError):
+    """The artifact is not of a family this Reader handles (e.g. binary)."""
+
+
+class ArtifactTooLarge(ReaderError):
+    """The artifact exceeds the Reader's bounded-work limit."""
+
+
+class BadAnchor(ReaderError):
+    """A focus anchor that is malformed or points past the end."""
+
+
+class ArtifactSource(Protocol):
+    """What a Reader may know about and read from its artifact."""
+
+    @property
+    def name(self) -> str:
+        """Base name of the artifact (used for kind detection)."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Size in bytes."""
+        ...
+
+    def read_bytes(self, limit: int) -> bytes:
+        """Whole content, or raise ArtifactTooLarge when size > limit."""
+        ...
+
+
+@dataclass(frozen=True)
+class ReadIntent:
+    """What the agent needs: the full text and its slots (one need each)."""
+
+    text: str
+    slots: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A source location; ``label`` is what the agent can pass to @focus=.
+
+    ``char_start``/``char_end`` are offsets into the Reader's full view, so the
+    protocol can tell whether a span was already exposed.
+    """
+
+    label: str
+    char_start: int
+    char_end: int
+    line_start: int | None = None
+    line_end: int | None = None
+    heading: str | None = None
+
+
+@dataclass(frozen=True)
+class EvidenceItem:
+    """One anchored passage, exactly as it appears in the full view."""
+
+    anchor: Anchor
+    text: str
+    score: float = 0.0
+    slots: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SlotCoverage:
+    """Whether a slot has matching evidence. Never claims an answer."""
+
+    slot: str
+    status: Literal["matched", "unresolved"]
+    anchors: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the Reader processed to produce its batch."""
+
+    units_scanned: int
+    unit: str
+    method: str
+    chars_processed: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A Reader's answer to one locate/focus request, before admission."""
+
+    items: tuple[EvidenceItem, ...]
+    scope: Scope
+    coverage: tuple[SlotCoverage, ...] = ()
+    flags: tuple[str, ...] = ()
+
+
+@dataclass
+class Parsed:
+    """A parsed artifact: the faithful full view plus Reader-private indexes.
+
+    Built once per artifact version (fingerprint) and cached by the caller.
+    """
+
+    full_view: str
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Reader(ABC):
+    """One artifact family. Subclasses declare what they handle and cost."""
+
+    name: str = "reader"
+    extensions: frozenset[str] = frozenset()
+    actions: frozenset[str] = frozenset()
+    max_bytes: int = 64 * 1024 * 1024
+    cost_per_call_chars: int = 0
+
+    @abstractmethod
+    def accepts(self, name: str, head: bytes) -> bool:
+        """True when this Reader handles an artifact with this name and first bytes."""
+
+    @abstractmethod
+    def parse(self, source: ArtifactSource) -> Parsed:
+        """Parse the artifact once; raise ReaderError when it cannot."""
+
+    @abstractmethod
+    def preview(self, parsed: Parsed, max_chars: int) -> str:
+        """Bounded Object Preview (the @scout answer), at most ``max_chars``."""
+
+    @abstractmethod
+    def locate(
+        self,
+        parsed: Parsed,
+        intent: ReadIntent,
+        max_chars: int,
+        exclude: Sequence[tuple[int, int]] = (),
+        k: int | None = None,
+    ) -> Batch:
+        """Evidence for the intent, about ``max_chars`` of passage text in all.
+
+        Passages overlapping a span in ``exclude`` (already exposed in this
+        episode) are never returned. Coverage has one entry per slot.
+        """
+
+    @abstractmethod
+    def focus(self, parsed: Parsed, anchor: str) -> Batch:
+        """The anchored region, whole; raise BadAnchor when it does not resolve."""

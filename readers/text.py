@@ -1,0 +1,381 @@
+"""The Text Reader: plain text, markdown, source code, configs and logs.
+
+Full view: the decoded UTF-8 text, exactly (newlines untouched). Evidence is
+located with BM25 over sentence units (line groups for code and data), each
+unit's score smoothed with its neighbours', the next unit taken along, and
+adjacent picks merged into passages that are exact slices of the full view.
+"""
+
+from __future__ import annotations
+
+import codecs
+import difflib
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+
+import numpy as np
+
+from readers.base import (
+    Anchor,
+    ArtifactSource,
+    BadAnchor,
+    Batch,
+    EvidenceItem,
+    Parsed,
+    Reader,
+    ReadIntent,
+    Scope,
+    SlotCoverage,
+    UnsupportedArtifact,
+)
+from readers.bm25index import Scores, Selection, UnitIndex, blocked_mask, content_tokens, select, smoothed
+from readers.segment import Heading, Segmentation, segment
+
+_MARKDOWN = frozenset({".md", ".markdown"})
+_PROSE = _MARKDOWN | {".txt", ".rst", ""}
+_CODE = frozenset({".py", ".js", ".ts", ".c", ".h", ".go", ".rs", ".java", ".sh", ".css"})
+_CONFIG = frozenset({".yaml", ".yml", ".toml", ".ini", ".cfg"})
+_DATA = frozenset({".csv", ".json", ".jsonl", ".xml", ".html"})
+_LINE_ANCHOR = re.compile(r"L(\d+)(?:-L?(\d+))?", re.IGNORECASE)
+
+
+def kind_of(name: str, text: str) -> str:
+    """markdown | text | code | config | data | log, from the name (and a shebang)."""
+    ext = _extension(name)
+    if ext in _MARKDOWN:
+        return "markdown"
+    if ext == ".log":
+        return "log"
+    if ext in _CODE or (ext == "" and text.startswith("#!")):
+        return "code"
+    if ext in _CONFIG:
+        return "config"
+    if ext in _DATA:
+        return "data"
+    return "text"
+
+
+def _extension(name: str) -> str:
+    base = name.rsplit("/", 1)[-1]
+    dot = base.rfind(".")
+    return base[dot:].lower() if dot > 0 else ""
+
+
+class TextReader(Reader):
+    """Plain text, markdown and source files; any UTF-8 file without NUL bytes."""
+
+    name = "text"
+    extensions = frozenset({".txt", ".md", ".markdown", ".rst", ".log", ""} | _CODE | _CONFIG | _DATA)
+    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full"})
+
+    # -- detection and parsing -------------------------------------------------
+
+    def accepts(self, name: str, head: bytes) -> bool:
+        """True for UTF-8 text without NUL bytes (a cut multibyte char at the end is fine)."""
+        if b"\x00" in head:
+            return False
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    def parse(self, source: ArtifactSource) -> Parsed:
+        data = source.read_bytes(self.max_bytes)
+        text = _decode(data)
+        kind = kind_of(source.name, text)
+        seg = segment(
+            text,
+            prose=kind in ("markdown", "text"),
+            markdown=kind in ("markdown", "text"),
+        )
+        index = UnitIndex([text[s:e] for s, e in seg.units])
+        return Parsed(
+            full_view=text,
+            kind=kind,
+            data={
+                "segmentation": seg,
+                "unit_starts": np.fromiter((s for s, _ in seg.units), np.int64, len(seg.units)),
+                "unit_ends": np.fromiter((e for _, e in seg.units), np.int64, len(seg.units)),
+                "index": index,
+            },
+        )
+
+    # -- locate ----------------------------------------------------------------
+
+    def locate(
+        self,
+        parsed: Parsed,
+        intent: ReadIntent,
+        max_chars: int,
+        exclude: Sequence[tuple[int, int]] = (),
+        k: int | None = None,
+    ) -> Batch:
+        slots = intent.slots or (intent.text,)
+        scope = _scope(parsed)
+        contents = [content_tokens(slot) for slot in slots]
+        if not any(contents):
+            coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
+            return Batch((), scope, coverage, flags=("no-content-words",))
+        starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
+        index = _index(parsed)
+        raw = {j: index.scores(slot) for j, slot in enumerate(slots) if contents[j]}
+        ranked = {j: smoothed(scores) for j, scores in raw.items()}
+        blocked = blocked_mask(starts, ends, exclude)
+        items = _items(parsed, select(starts, ends, ranked, blocked, max_chars, k))
+        coverage = tuple(_coverage(parsed, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots))
+        return Batch(tuple(items), scope, coverage)
+
+    # -- focus -----------------------------------------------------------------
+
+    def focus(self, parsed: Parsed, anchor: str) -> Batch:
+        spec = anchor.strip()
+        if spec.startswith("#"):
+            start, end = _heading_span(parsed, spec.lstrip("#").strip())
+        else:
+            start, end = _line_span(parsed, spec)
+        item = _item(parsed, start, end, score=0.0, slots=())
+        lines = (item.anchor.line_end or 0) - (item.anchor.line_start or 0) + 1
+        scope = Scope(lines, "lines", "focus", end - start)
+        return Batch((item,), scope)
+
+    # -- preview ---------------------------------------------------------------
+
+    def preview(self, parsed: Parsed, max_chars: int) -> str:
+        if max_chars <= 0:
+            return ""
+        out = _Bounded(max_chars)
+        seg = _seg(parsed)
+        text = parsed.full_view
+        out.add(
+            f"{parsed.kind} file: {len(text):,} chars, {len(seg.line_starts):,} lines, "
+            f"{len(seg.units):,} {_unit_word(parsed)}"
+        )
+        _outline(out, seg.headings)
+        _first_lines(out, text, seg.line_starts)
+        return out.text()
+
+
+# -- parsing helpers -------------------------------------------------------------
+
+
+def _decode(data: bytes) -> str:
+    hint = "read it with @raw"
+    if b"\x00" in data:
+        raise UnsupportedArtifact("binary or non-UTF-8 file", hint=hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UnsupportedArtifact("binary or non-UTF-8 file", hint=hint) from None
+
+
+def _seg(parsed: Parsed) -> Segmentation:
+    seg = parsed.data["segmentation"]
+    assert isinstance(seg, Segmentation)
+    return seg
+
+
+def _index(parsed: Parsed) -> UnitIndex:
+    index = parsed.data["index"]
+    assert isinstance(index, UnitIndex)
+    return index
+
+
+def _scope(parsed: Parsed) -> Scope:
+    units = len(_seg(parsed).units)
+    return Scope(units, "sentences", "bm25+neighbours", len(parsed.full_view))
+
+
+def _unit_word(parsed: Parsed) -> str:
+    return "sentences" if parsed.kind in ("markdown", "text") else "line groups"
+
+
+# -- locate helpers --------------------------------------------------------------
+
+
+def _items(parsed: Parsed, sel: Selection) -> list[EvidenceItem]:
+    """One EvidenceItem per run of selected units, in document order."""
+    items = []
+    for run in sel.passages():
+        start, end = int(sel.starts[run[0]]), int(sel.ends[run[-1]])
+        slots = sorted(set().union(*(sel.slots[u] for u in run)))
+        score = max(sel.best[u] for u in run)
+        items.append(_item(parsed, start, end, round(score, 4), tuple(slots)))
+    return items
+
+
+def _item(parsed: Parsed, start: int, end: int, score: float, slots: tuple[int, ...]) -> EvidenceItem:
+    return EvidenceItem(_anchor(parsed, start, end), parsed.full_view[start:end], score, slots)
+
+
+def _anchor(parsed: Parsed, start: int, end: int) -> Anchor:
+    seg = _seg(parsed)
+    first = line_of(seg, start)
+    last = line_of(seg, max(start, end - 1))
+    label = f"L{first}" if first == last else f"L{first}-{last}"
+    heading = _heading_above(seg.headings, first)
+    return Anchor(label, start, end, first, last, heading.title if heading else None)
+
+
+def line_of(seg: Segmentation, offset: int) -> int:
+    """1-based line number holding character ``offset``."""
+    return max(1, bisect_right(seg.line_starts, offset))
+
+
+def _heading_above(headings: Sequence[Heading], line: int) -> Heading | None:
+    lines = [h.line for h in headings]
+    at = bisect_right(lines, line)
+    return headings[at - 1] if at else None
+
+
+def _coverage(
+    parsed: Parsed,
+    slot: str,
+    j: int,
+    content: frozenset[str],
+    scores: Scores | None,
+    items: Sequence[EvidenceItem],
+) -> SlotCoverage:
+    """matched when the slot's best passage scores > 0 and shares a content word."""
+    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
+    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
+        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
+    return SlotCoverage(slot, "unresolved", candidates=_closest(parsed, scores))
+
+
+def _closest(parsed: Parsed, scores: Scores | None, n: int = 3) -> tuple[str, ...]:
+    """Labels of the units with the best raw (unsmoothed) scores, if positive."""
+    if scores is None:
+        return ()
+    starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
+    labels: list[str] = []
+    for u in np.argsort(-scores, kind="stable")[: 4 * n]:
+        label = _anchor(parsed, int(starts[u]), int(ends[u])).label
+        if scores[u] > 0 and label not in labels:
+            labels.append(label)
+    return tuple(labels[:n])
+
+
+# -- focus helpers ---------------------------------------------------------------
+
+
+def _line_span(parsed: Parsed, spec: str) -> tuple[int, int]:
+    """[start, end) of lines a..b (end excludes the last line's newline)."""
+    starts = _seg(parsed).line_starts
+    n = len(starts)
+    hint = f"file has {n} lines; try @focus=L1-{n}" if n else "the file is empty; read it with @full"
+    match = _LINE_ANCHOR.fullmatch(spec)
+    if not match:
+        raise BadAnchor(f"unknown anchor {spec!r} for a text file", hint=hint)
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) else first
+    if not 1 <= first <= last <= n:
+        raise BadAnchor(f"line range {spec!r} is outside lines 1-{n}", hint=hint)
+    text = parsed.full_view
+    end = starts[last] - 1 if last < n else len(text)
+    if last == n and text.endswith("\n"):
+        end -= 1
+    start = starts[first - 1]
+    if end > start and text[end - 1] == "\r":  # CRLF: the anchor ends with the line's text
+        end -= 1
+    return start, end
+
+
+def _heading_span(parsed: Parsed, title: str) -> tuple[int, int]:
+    """The section under a heading: to the next heading of the same or higher level."""
+    headings = _seg(parsed).headings
+    found = _find_heading(headings, title)
+    if found is None:
+        raise BadAnchor(f"no heading matches {title!r}", hint=_heading_hint(parsed, title))
+    at = headings.index(found)
+    nxt = next((h for h in headings[at + 1 :] if h.level <= found.level), None)
+    end = nxt.char_start if nxt else len(parsed.full_view)
+    text = parsed.full_view
+    while end > found.char_start and text[end - 1].isspace():
+        end -= 1
+    return found.char_start, end
+
+
+def _find_heading(headings: Sequence[Heading], title: str) -> Heading | None:
+    wanted = title.casefold()
+    if not wanted:
+        return None
+    exact = [h for h in headings if h.title.casefold() == wanted]
+    prefix = [h for h in headings if h.title.casefold().startswith(wanted)]
+    matches = exact or prefix
+    return matches[0] if matches else None
+
+
+def _heading_hint(parsed: Parsed, title: str) -> str:
+    seg = _seg(parsed)
+    titles = [h.title for h in seg.headings]
+    if not titles:
+        n = len(seg.line_starts)
+        return f"this file has no markdown headings; it has {n} lines, try @focus=L1-{n}"
+    close = difflib.get_close_matches(title, titles, n=3, cutoff=0.0)
+    return "closest headings: " + ", ".join(f"#{t}" for t in close)
+
+
+# -- preview helpers -------------------------------------------------------------
+
+PREVIEW_HEADINGS = 40
+PREVIEW_LINES = 12
+PREVIEW_LINE_CHARS = 160
+
+
+class _Bounded:
+    """Lines of text that never exceed a character budget (newlines included)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.lines: list[str] = []
+        self.size = -1  # no newline before the first line
+
+    def room(self) -> int:
+        return self.limit - self.size - 1
+
+    def add(self, line: str) -> bool:
+        """Append ``line`` if it fits; a first line that doesn't is cut."""
+        if not self.lines and len(line) > self.limit:
+            line = line[: self.limit]
+        if len(line) > self.room():
+            return False
+        self.lines.append(line)
+        self.size += len(line) + 1
+        return True
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _outline(out: _Bounded, headings: Sequence[Heading]) -> None:
+    if not headings:
+        return
+    out.add(f"headings ({len(headings)}):")
+    shown = 0
+    for h in headings[:PREVIEW_HEADINGS]:
+        rest = len(headings) - shown - 1
+        line = f"{'  ' * h.level}L{h.line} {'#' * h.level} {h.title}"[:PREVIEW_LINE_CHARS]
+        if rest and out.room() - len(line) - 1 < len(f"  … {rest} more"):
+            break
+        if not out.add(line):
+            break
+        shown += 1
+    if shown < len(headings):
+        out.add(f"  … {len(headings) - shown} more")
+
+
+def _first_lines(out: _Bounded, text: str, starts: Sequence[int]) -> None:
+    if not starts or not out.add("first lines:"):
+        return
+    for number, start in enumerate(starts[:PREVIEW_LINES], 1):
+        end = text.find("\n", start)
+        line = text[start : end if end >= 0 else len(text)].rstrip("\r")
+        if len(line) > PREVIEW_LINE_CHARS:
+            line = line[:PREVIEW_LINE_CHARS] + "…"
+        if not out.add(f"{number:>4}| {line}"):
+            return
+    if len(starts) > PREVIEW_LINES:
+        first, n = PREVIEW_LINES + 1, len(starts)
+        out.add(f"   … {n - PREVIEW_LINES:,} more lines (@focus=L{first}-{n})")

@@ -1,0 +1,7 @@
+"""``python -m sparsefs`` is the ``sparsefs`` command."""
+
+import sys
+
+from sparsefs.cli import main
+
+sys.exit(main())

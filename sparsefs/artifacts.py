@@ -1,0 +1,179 @@
+"""Fingerprints and parsed artifacts, cached per artifact version.
+
+The fingerprint is xxh3-128 of the content, remembered by (device, inode, size,
+mtime_ns) so an unchanged file is never hashed twice. Parsed artifacts (full
+view plus Reader indexes) are cached by fingerprint in a bounded LRU.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import xxhash
+
+from readers import registry
+from readers.base import ArtifactTooLarge, Parsed, Reader, UnsupportedArtifact
+from sparsefs.rootfs import SourceRoot
+
+StatKey = tuple[int, int, int, int]
+MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+_HEAD_BYTES = 8192
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class BytesSource:
+    """An ArtifactSource over bytes already read from the source tree."""
+
+    name: str
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def read_bytes(self, limit: int) -> bytes:
+        if len(self.data) > limit:
+            raise ArtifactTooLarge(
+                f"artifact is {len(self.data):,} bytes, over this Reader's {limit:,}-byte bound",
+                hint="read ranges of the original with @raw (e.g. head -c / tail -c)",
+            )
+        return self.data
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One version of one file, parsed by its Reader."""
+
+    rel: str
+    fingerprint: str
+    key: StatKey
+    reader: Reader
+    parsed: Parsed
+
+    @property
+    def short_fingerprint(self) -> str:
+        return self.fingerprint[:12]
+
+
+class ArtifactCache:
+    """Loads artifacts through the source root; thread-safe, bounded."""
+
+    def __init__(self, root: SourceRoot, max_parsed_chars: int = 256 * 1024 * 1024) -> None:
+        self.root = root
+        self.max_parsed_chars = max_parsed_chars
+        self._fingerprints: dict[StatKey, str] = {}
+        self._parsed: OrderedDict[tuple[str, str], Parsed] = OrderedDict()
+        self._parsed_chars = 0
+        self._dirty: set[str] = set()
+        self._lock = threading.Lock()
+        self.parses = 0
+
+    def load(self, rel: str) -> Artifact:
+        data, key = self._read(rel)
+        fingerprint = self._fingerprint(key, data, fresh=self._take_dirty(rel))
+        reader = registry.select(os.path.basename(rel), data[:_HEAD_BYTES])
+        parsed = self._parse(fingerprint, reader, os.path.basename(rel), data)
+        return Artifact(rel, fingerprint, key, reader, parsed)
+
+    def mark_dirty(self, rel: str) -> None:
+        """``rel`` was written: rehash on next load even if (size, mtime) look equal."""
+        if rel not in self._dirty:
+            with self._lock:
+                self._dirty.add(rel)
+
+    def _take_dirty(self, rel: str) -> bool:
+        with self._lock:
+            if rel in self._dirty:
+                self._dirty.discard(rel)
+                return True
+            return False
+
+    def _read(self, rel: str) -> tuple[bytes, StatKey]:
+        fd = open_confined(self.root, rel)
+        try:
+            st = os.fstat(fd)
+            _check_regular(st)
+            return _read_all(fd, st.st_size), stat_key(st)
+        finally:
+            os.close(fd)
+
+    def _fingerprint(self, key: StatKey, data: bytes, fresh: bool) -> str:
+        with self._lock:
+            cached = None if fresh else self._fingerprints.get(key)
+        if cached is not None:
+            return cached
+        digest = xxhash.xxh3_128_hexdigest(data)
+        with self._lock:
+            self._fingerprints[key] = digest
+        return digest
+
+    def _parse(self, fingerprint: str, reader: Reader, name: str, data: bytes) -> Parsed:
+        cache_key = (fingerprint, reader.name)
+        with self._lock:
+            if cache_key in self._parsed:
+                self._parsed.move_to_end(cache_key)
+                return self._parsed[cache_key]
+        parsed = reader.parse(BytesSource(name, data))
+        self._remember(cache_key, parsed)
+        return parsed
+
+    def _remember(self, cache_key: tuple[str, str], parsed: Parsed) -> None:
+        with self._lock:
+            self.parses += 1
+            self._parsed[cache_key] = parsed
+            self._parsed_chars += len(parsed.full_view)
+            while self._parsed_chars > self.max_parsed_chars and len(self._parsed) > 1:
+                _, dropped = self._parsed.popitem(last=False)
+                self._parsed_chars -= len(dropped.full_view)
+
+
+def open_confined(root: SourceRoot, rel: str) -> int:
+    """Open for reading, following symlinks only while they stay inside the root."""
+    try:
+        return root.open_file(rel, os.O_RDONLY)
+    except OSError as err:
+        if err.errno in (errno.EXDEV, errno.ELOOP):
+            raise UnsupportedArtifact(
+                "this path leads outside the mounted source root (a symlink); it is not served",
+                hint="ask about a file inside the workspace",
+            ) from None
+        raise
+
+
+def _check_regular(st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise UnsupportedArtifact(
+            "this is a directory; folder Readers are not available yet",
+            hint="list it with ls, then ask about one file",
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsupportedArtifact("not a regular file", hint="read it with ordinary tools")
+    if st.st_size > MAX_ARTIFACT_BYTES:
+        raise ArtifactTooLarge(
+            f"artifact is {st.st_size:,} bytes, over the {MAX_ARTIFACT_BYTES:,}-byte evidence bound",
+            hint="read ranges of the original with @raw (e.g. head -c / tail -c)",
+        )
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks = []
+    remaining = MAX_ARTIFACT_BYTES + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, max(size, 1 << 20)))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    data = b"".join(chunks)
+    if len(data) > MAX_ARTIFACT_BYTES:
+        raise ArtifactTooLarge("artifact grew past the evidence bound while reading", hint="retry")
+    return data

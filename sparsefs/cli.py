@@ -1,0 +1,117 @@
+"""The ``sparsefs`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sparsefs import mounts
+from sparsefs.daemon import MountError, MountPlan, configure_logging, plan_mount, run
+
+READY_TIMEOUT_S = 20.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparsefs",
+        description="Mount a workspace so agents read compact EvidencePacks through 'file@intent=...'.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    mount = sub.add_parser("mount", help="mount SRC in place, or mirror it at MNT")
+    mount.add_argument("source", metavar="SRC")
+    mount.add_argument("mountpoint", metavar="MNT", nargs="?", help="mirror here (default: in place over SRC)")
+    mount.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
+    mount.add_argument("--state-dir", help="logs and state (default: ~/.cache/sparsefs/<hash>)")
+    mount.add_argument("--allow-other", action="store_true", help="let other users in (turns on default_permissions)")
+    mount.add_argument("--no-watch", action="store_true", help="do not watch the source for outside changes")
+    mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    umount = sub.add_parser("umount", help="unmount MNT and wait for its daemon to exit")
+    umount.add_argument("mountpoint", metavar="MNT")
+    umount.add_argument("-z", "--lazy", action="store_true", help="lazy unmount (detach even when busy)")
+    sub.add_parser("doctor", help="check /dev/fuse, libfuse, fusermount and permissions; say how to fix each")
+    demo = sub.add_parser("demo", help="mount a bundled sample workspace and show a plain and an evidence read")
+    demo.add_argument("--keep", action="store_true", help="leave the demo mounted")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"mount": cmd_mount, "umount": cmd_umount, "doctor": cmd_doctor, "demo": cmd_demo}
+    try:
+        return handlers[args.command](args)
+    except MountError as err:
+        print(f"sparsefs: {err}", file=sys.stderr)
+        return 2
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other)
+    if args.no_watch:
+        plan = MountPlan(plan.source, plan.mountpoint, plan.state_dir, plan.allow_other, watch=False)
+    plan.state_dir.mkdir(parents=True, exist_ok=True)
+    if args.foreground:
+        configure_logging(args.verbose)
+        return run(plan)
+    return _mount_background(args, plan)
+
+
+def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
+    log_path = plan.state_dir / "daemon.log"
+    command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(plan.source), str(plan.mountpoint),
+               "--state-dir", str(plan.state_dir)]
+    command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
+                                      ("--verbose", args.verbose)) if on]
+    with open(log_path, "ab") as log:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                 start_new_session=True)
+    if not mounts.wait_ready(plan.mountpoint, READY_TIMEOUT_S, alive=lambda: child.poll() is None):
+        print(f"sparsefs: mount did not become ready; daemon log {log_path}:", file=sys.stderr)
+        print(_tail(log_path), file=sys.stderr)
+        if child.poll() is None:
+            child.terminate()
+        return 1
+    mode = "in place" if plan.in_place else f"mirroring {plan.source}"
+    print(f"mounted {plan.mountpoint} ({mode}); daemon pid {child.pid}; log {log_path}")
+    return 0
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    mountpoint = os.path.abspath(args.mountpoint)
+    if not mounts.find_mount(mountpoint):
+        print(f"sparsefs: {mountpoint} is not mounted", file=sys.stderr)
+        return 1
+    pid = None if mounts.is_stale(mountpoint) else mounts.daemon_pid(mountpoint)
+    try:
+        mounts.unmount(mountpoint, lazy=args.lazy)
+    except RuntimeError as err:
+        print(f"sparsefs: unmount failed: {err} (files still open? try: sparsefs umount -z {mountpoint})",
+              file=sys.stderr)
+        return 1
+    if pid is not None and not mounts.wait_exit(pid, 10.0):
+        print(f"sparsefs: unmounted, but daemon {pid} has not exited yet", file=sys.stderr)
+        return 1
+    print(f"unmounted {mountpoint}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from sparsefs.doctor import run_checks
+
+    return run_checks(sys.stdout)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sparsefs.demo import run_demo
+
+    return run_demo(keep=args.keep)

@@ -1,0 +1,385 @@
+"""The operations core: path in, result out, independent of any FUSE binding.
+
+Three kinds of path meet here:
+
+* real paths — faithful passthrough to the source root (``rootfs``);
+* virtual paths ``<real>@<action>...`` — EvidencePacks from the protocol,
+  frozen per (path, artifact version) so ``stat`` size equals what ``read``
+  returns, served with direct_io;
+* the control tree ``/.sparsefs/...`` — generated, read-only.
+
+Errors are raised as ``OSError`` with an errno; bindings translate that into
+their reply (see ``sparsefs.errors``). Nothing here blocks plain I/O behind an
+evidence read: packs are built under their own lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparsefs.artifacts import ArtifactCache, StatKey, stat_key
+from sparsefs.control import CONTROL_DIR, ControlTree
+from sparsefs.grammar import GrammarError, VirtualRequest, split_name
+from sparsefs.pack import render
+from sparsefs.protocol import Protocol, Served, error_pack
+from sparsefs.rootfs import SourceRoot, StatResult, relative
+from sparsefs.stats import Stats
+from sparsefs.virtual import VirtualFile, VirtualMemo, virtual_ino
+
+_HANDLE_BASE = 1 << 40
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_CONTROL_PREFIX = "/" + CONTROL_DIR
+
+
+@dataclass(frozen=True)
+class OpenResult:
+    """A file handle and whether the kernel must bypass its page cache for it."""
+
+    fh: int
+    direct_io: bool
+
+
+@dataclass
+class _Generated:
+    """An open generated file: fixed bytes, or the live log through an fd."""
+
+    data: bytes = b""
+    log_fd: int = -1
+
+
+class Core:
+    """Every filesystem operation of a SparseFS mount."""
+
+    def __init__(self, root: SourceRoot, stats: Stats, protocol: Protocol | None = None) -> None:
+        self.root = root
+        self.stats = stats
+        self.artifacts = ArtifactCache(root)
+        self.protocol = protocol or Protocol(self.artifacts)
+        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text)
+        self.memo = VirtualMemo()
+        self.invalidate_kernel: Callable[[str], None] = lambda path: None
+        self.ready_since: float | None = None
+        self._generated: dict[int, _Generated] = {}
+        self._handle_ids = itertools.count(_HANDLE_BASE)
+        self._handles_lock = threading.Lock()
+        self._virtual_lock = threading.Lock()
+
+    # ---- lifecycle -------------------------------------------------------
+    def mark_ready(self) -> None:
+        self.ready_since = time.time()
+
+    def _ready_text(self) -> bytes | None:
+        if self.ready_since is None:
+            return None
+        return f"ready {os.getpid()} {self.stats.backend} {self.ready_since:.3f}\n".encode()
+
+    # ---- attributes and directories ---------------------------------------
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
+        if fh is not None and fh < _HANDLE_BASE:
+            return StatResult.from_os(os.fstat(fh)).as_dict()
+        if _is_control(path):
+            return self._control_attr(path)
+        rel = relative(path)
+        try:
+            return StatResult.from_os(self.root.lstat(rel)).as_dict()
+        except FileNotFoundError:
+            return self._virtual_attr(rel)
+
+    def readdir(self, path: str) -> list[tuple[str, int, int]]:
+        """(name, file-type bits, inode) for '.', '..' and each entry; inodes are never 0."""
+        if _is_control(path):
+            return self._control_entries(path)
+        rel = relative(path)
+        here = self.root.lstat(rel).st_ino
+        up = self.root.lstat(rel.rpartition("/")[0]).st_ino if rel else here
+        entries = [(".", stat.S_IFDIR, here), ("..", stat.S_IFDIR, up), *self.root.scandir(rel)]
+        if path == "/" and not any(name == CONTROL_DIR for name, _, _ in entries):
+            entries.append((CONTROL_DIR, stat.S_IFDIR, virtual_ino(_CONTROL_PREFIX)))
+        return entries
+
+    def _control_entries(self, path: str) -> list[tuple[str, int, int]]:
+        sub = _control_sub(path)
+        entries = [(".", stat.S_IFDIR, virtual_ino(path.rstrip("/"))), ("..", stat.S_IFDIR, 1)]
+        for name in self.control.listdir(sub):
+            node = self.control.node(f"{sub}/{name}".strip("/"))
+            mode = stat.S_IFDIR if node is not None and node.is_dir else stat.S_IFREG
+            entries.append((name, mode, virtual_ino(f"{path.rstrip('/')}/{name}")))
+        return entries
+
+    def readlink(self, path: str) -> str:
+        return self.root.readlink(self._writable_rel(path))
+
+    def statfs(self, path: str) -> dict[str, int]:
+        sv = self.root.statvfs()
+        keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail")
+        return {key: getattr(sv, key) for key in keys} | {"f_namemax": 1024}
+
+    def access(self, path: str, mode: int) -> None:
+        if _is_control(path) or self._is_virtual(path):
+            if mode & os.W_OK:
+                raise OSError(errno.EROFS, "generated files are read-only")
+            return
+        self.root.access(relative(path), mode)
+
+    # ---- open / read / write ------------------------------------------------
+    def open(self, path: str, flags: int) -> OpenResult:
+        if _is_control(path):
+            return self._open_generated(self._control_content(path, flags))
+        rel = relative(path)
+        try:
+            return OpenResult(self.root.open_file(rel, flags & ~os.O_CREAT), direct_io=False)
+        except FileNotFoundError:
+            return self._open_virtual(rel, flags)
+
+    def create(self, path: str, flags: int, mode: int) -> OpenResult:
+        rel = self._writable_rel(path)
+        fd = self.root.open_file(rel, flags | os.O_CREAT, mode)
+        self._source_changed(rel)
+        return OpenResult(fd, direct_io=False)
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        if fh >= _HANDLE_BASE:
+            return self._read_generated(fh, size, offset)
+        data = os.pread(fh, size, offset)
+        self.stats.add("plain_bytes_read", len(data))
+        return data
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        if fh >= _HANDLE_BASE:
+            raise OSError(errno.EBADF, "generated files are read-only")
+        written = os.pwrite(fh, data, offset)
+        self.stats.add("plain_bytes_written", written)
+        self._source_changed(relative(path))
+        return written
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> None:
+        rel = self._writable_rel(path)
+        if fh is not None and fh < _HANDLE_BASE:
+            os.ftruncate(fh, length)
+        else:
+            self.root.truncate(rel, length)
+        self._source_changed(rel)
+
+    def flush(self, path: str, fh: int) -> None:
+        return None
+
+    def fsync(self, path: str, datasync: bool, fh: int) -> None:
+        if fh < _HANDLE_BASE:
+            (os.fdatasync if datasync else os.fsync)(fh)
+
+    def release(self, path: str, fh: int) -> None:
+        if fh < _HANDLE_BASE:
+            os.close(fh)
+            return
+        with self._handles_lock:
+            handle = self._generated.pop(fh, None)
+        if handle and handle.log_fd >= 0:
+            os.close(handle.log_fd)
+
+    # ---- namespace changes ----------------------------------------------------
+    def mkdir(self, path: str, mode: int) -> None:
+        self.root.mkdir(self._writable_rel(path), mode)
+
+    def mknod(self, path: str, mode: int, dev: int) -> None:
+        self.root.mknod(self._writable_rel(path), mode, dev)
+
+    def rmdir(self, path: str) -> None:
+        self.root.rmdir(self._writable_rel(path))
+
+    def unlink(self, path: str) -> None:
+        rel = self._writable_rel(path)
+        self.root.unlink(rel)
+        self._source_changed(rel)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> None:
+        old_rel, new_rel = self._writable_rel(old), self._writable_rel(new)
+        self.root.rename(old_rel, new_rel, flags)
+        self._source_changed(old_rel)
+        self._source_changed(new_rel)
+
+    def symlink(self, path: str, target: str) -> None:
+        self.root.symlink(target, self._writable_rel(path))
+
+    def link(self, path: str, existing: str) -> None:
+        self.root.link(self._writable_rel(existing), self._writable_rel(path))
+
+    def chmod(self, path: str, mode: int) -> None:
+        self.root.chmod(self._writable_rel(path), mode)
+
+    def chown(self, path: str, uid: int, gid: int) -> None:
+        self.root.chown(self._writable_rel(path), uid, gid)
+
+    def utimens(self, path: str, atime_ns: int, mtime_ns: int) -> None:
+        rel = self._writable_rel(path)
+        self.root.utimens(rel, atime_ns, mtime_ns)
+        self._source_changed(rel)
+
+    # ---- change notification -----------------------------------------------
+    def on_source_change(self, rel: str) -> None:
+        """A file changed in the source tree outside the mount."""
+        self._source_changed(rel)
+        self.invalidate_kernel("/" + rel)
+        for vpath in self.memo.paths_for(rel):
+            self.invalidate_kernel("/" + vpath)
+
+    def _source_changed(self, rel: str) -> None:
+        self.artifacts.mark_dirty(rel)
+        self.memo.forget_stale(rel)
+
+    # ---- virtual files -------------------------------------------------------
+    def _is_virtual(self, path: str) -> bool:
+        rel = relative(path)
+        return "@" in rel.rpartition("/")[2] and not self.root.exists(rel)
+
+    def _writable_rel(self, path: str) -> str:
+        if _is_control(path):
+            raise OSError(errno.EROFS, "the control tree is read-only")
+        return relative(path)
+
+    def _virtual_attr(self, rel: str) -> dict[str, int]:
+        virtual = self._virtual(rel)
+        return virtual.attrs
+
+    def _open_virtual(self, rel: str, flags: int) -> OpenResult:
+        if flags & _WRITE_FLAGS:
+            raise OSError(errno.EROFS, "virtual files are read-only")
+        virtual = self._virtual(rel)
+        if virtual.raw_rel is not None:
+            fd = self.root.open_file(virtual.raw_rel, os.O_RDONLY)
+            return self._open_generated(_Generated(log_fd=fd))
+        return self._open_generated(_Generated(data=virtual.content))
+
+    def _virtual(self, rel: str) -> VirtualFile:
+        parent, _, name = rel.rpartition("/")
+        if "@" not in name:
+            raise OSError(errno.ENOENT, "no such file")
+        try:
+            split = split_name(name, lambda base: self.root.exists(_join(parent, base)))
+        except GrammarError as err:
+            return self._error_file(rel, name, err)
+        if split is None:
+            raise OSError(errno.ENOENT, "no such file")
+        base, request = split
+        return self._pack_file(rel, _join(parent, base), request)
+
+    def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        if request.action == "raw":
+            return VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
+        st = self._key_stat(base_rel)
+        key = stat_key(st)
+        with self._virtual_lock:
+            cached = self.memo.get(rel, key)
+            if cached is not None:
+                return cached
+            served = self.protocol.serve(base_rel, request)
+            return self._remember(rel, base_rel, key, st, served, request.format)
+
+    def _confined_stat(self, rel: str) -> os.stat_result:
+        fd = self.root.open_file(rel, os.O_RDONLY)
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _key_stat(self, rel: str) -> os.stat_result:
+        """The artifact's own stat (through symlinks inside the root), else the link's."""
+        try:
+            return self._confined_stat(rel)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.ELOOP, errno.EACCES):
+                raise
+            return self.root.lstat(rel)
+
+    def _error_file(self, rel: str, name: str, err: GrammarError) -> VirtualFile:
+        served = error_pack(name, None, err.message, err.hint)
+        st = self.root.lstat(relative(rel.rpartition("/")[0]))
+        return VirtualFile.generated(rel, "", (0, 0, 0, 0), st, render(served.pack, "text"))
+
+    def _remember(
+        self, rel: str, base_rel: str, key: StatKey, st: os.stat_result, served: Served, fmt: str
+    ) -> VirtualFile:
+        content = render(served.pack, fmt)
+        virtual = VirtualFile.generated(rel, base_rel, key, st, content)
+        self.memo.put(virtual)
+        self.stats.record_pack(_log_entry(rel, served))
+        return virtual
+
+    # ---- generated handles ---------------------------------------------------
+    def _open_generated(self, handle: _Generated) -> OpenResult:
+        with self._handles_lock:
+            fh = next(self._handle_ids)
+            self._generated[fh] = handle
+        return OpenResult(fh, direct_io=True)
+
+    def _read_generated(self, fh: int, size: int, offset: int) -> bytes:
+        with self._handles_lock:
+            handle = self._generated.get(fh)
+        if handle is None:
+            raise OSError(errno.EBADF, "stale handle")
+        if handle.log_fd >= 0:
+            data = os.pread(handle.log_fd, size, offset)
+            self.stats.add("raw_bytes_read", len(data))
+            return data
+        return handle.data[offset : offset + size]
+
+    # ---- control tree --------------------------------------------------------
+    def _control_attr(self, path: str) -> dict[str, int]:
+        node = self.control.node(_control_sub(path))
+        if node is None:
+            raise OSError(errno.ENOENT, "no such control file")
+        root = self.root.lstat("")
+        ino = virtual_ino(path.rstrip("/"))
+        if node.is_dir:
+            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2)
+        size = self.control.log_size() if node.live_log else len(node.content or b"")
+        return _synthetic(root, stat.S_IFREG | 0o444, size, ino)
+
+    def _control_content(self, path: str, flags: int) -> _Generated:
+        if flags & _WRITE_FLAGS:
+            raise OSError(errno.EROFS, "the control tree is read-only")
+        node = self.control.node(_control_sub(path))
+        if node is None:
+            raise OSError(errno.ENOENT, "no such control file")
+        if node.is_dir:
+            raise OSError(errno.EISDIR, "is a directory")
+        if node.live_log:
+            return _Generated(log_fd=self.control.open_log())
+        return _Generated(data=node.content or b"")
+
+
+def _is_control(path: str) -> bool:
+    return path == _CONTROL_PREFIX or path.startswith(_CONTROL_PREFIX + "/")
+
+
+def _control_sub(path: str) -> str:
+    return path[len(_CONTROL_PREFIX) :].strip("/")
+
+
+def _join(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name
+
+
+def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:
+    return {
+        "st_mode": mode, "st_ino": ino, "st_nlink": nlink, "st_size": size, "st_uid": like.st_uid, "st_gid": like.st_gid,
+        "st_atime": like.st_atime_ns, "st_mtime": like.st_mtime_ns, "st_ctime": like.st_ctime_ns,
+        "st_blksize": 4096, "st_blocks": (size + 511) // 512,
+    }
+
+
+def _log_entry(rel: str, served: Served) -> dict[str, Any]:
+    pack = served.pack
+    return {
+        "time": round(time.time(), 3), "path": rel, "artifact": pack.artifact, "action": pack.action,
+        "intent": pack.intent, "anchors": [e.anchor for e in pack.evidence], "exposed": served.payload_chars,
+        "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
+        "episode": pack.episode, "fingerprint": pack.fingerprint,
+    }

@@ -1,0 +1,112 @@
+"""Run one mount in the foreground: open the source, build the core, serve."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from sparsefs.core import Core
+from sparsefs.mounts import find_mount, is_stale
+from sparsefs.rootfs import SourceRoot
+from sparsefs.stats import Stats
+
+log = logging.getLogger("sparsefs")
+
+
+class MountError(Exception):
+    """A mount request that cannot proceed; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    """Where the source is, where it appears, and where state lives."""
+
+    source: Path
+    mountpoint: Path
+    state_dir: Path
+    allow_other: bool = False
+    watch: bool = True
+
+    @property
+    def in_place(self) -> bool:
+        return self.source == self.mountpoint
+
+
+def default_state_dir(source: Path) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "sparsefs" / xxhash.xxh64_hexdigest(str(source))
+
+
+def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool) -> MountPlan:
+    """Validate the request; raise MountError with a fix when it cannot work."""
+    src = Path(source).resolve()
+    mnt = Path(mountpoint).resolve() if mountpoint else src
+    if not src.is_dir():
+        raise MountError(f"source {src} is not a directory")
+    _check_mountpoint(src, mnt)
+    state = Path(state_dir).resolve() if state_dir else default_state_dir(src)
+    if state.is_relative_to(src) and mnt == src:
+        raise MountError(f"the state directory {state} must not be inside the in-place mount")
+    return MountPlan(src, mnt, state, allow_other)
+
+
+def _check_mountpoint(src: Path, mnt: Path) -> None:
+    if mnt != src and mnt.is_relative_to(src):
+        raise MountError(f"mountpoint {mnt} is inside the source {src}; choose a directory outside it")
+    if mnt != src and src.is_relative_to(mnt):
+        raise MountError(f"source {src} is inside the mountpoint {mnt}; the mount would hide it")
+    if find_mount(mnt) and is_stale(mnt):
+        raise MountError(f"{mnt} is a stale mount (daemon gone); run: sparsefs umount {mnt}")
+    entry = find_mount(mnt)
+    if entry and entry.fstype == "fuse.sparsefs":
+        raise MountError(f"{mnt} is already a SparseFS mount; run: sparsefs umount {mnt}")
+    if not mnt.is_dir():
+        raise MountError(f"mountpoint {mnt} is not a directory (mkdir -p {mnt})")
+
+
+def run(plan: MountPlan) -> int:
+    """Serve until unmounted or signalled; returns an exit code."""
+    from sparsefs.fuse_mfusepy import serve
+
+    root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
+    stats = Stats(plan.state_dir / "log.jsonl", backend="mfusepy")
+    core = Core(root, stats)
+    watcher = _start_watcher(plan, core)
+    log.info("serving %s at %s (%s)", plan.source, plan.mountpoint, "in place" if plan.in_place else "mirror")
+    try:
+        serve(core, str(plan.mountpoint), allow_other=plan.allow_other)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        stats.close()
+        root.close()
+    return 0
+
+
+def _start_watcher(plan: MountPlan, core: Core) -> object | None:
+    if not plan.watch:
+        return None
+    from sparsefs.watcher import SourceWatcher
+
+    # In place, the source path is our own mount: watch the hidden tree through the fd.
+    path = f"/proc/{os.getpid()}/fd/{core.root.fd}" if plan.in_place else str(plan.source)
+    try:
+        watcher = SourceWatcher(path, core.on_source_change)
+        watcher.start()
+    except OSError as err:
+        log.warning("source watcher unavailable (%s); external changes are seen on access only", err)
+        return None
+    return watcher
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="sparsefs %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )

@@ -1,0 +1,212 @@
+"""The mfusepy (libfuse3 high-level API) binding of the operations core.
+
+Thin on purpose: every method translates arguments, calls ``Core`` and maps
+exceptions through ``sparsefs.errors``. Generated files (packs, control
+files) are opened with per-file direct_io; real files use the page cache,
+kept coherent by ``invalidate_path`` on source changes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import mfusepy
+
+from sparsefs.core import Core
+from sparsefs.errors import to_errno
+from sparsefs.rootfs import UTIME_NOW, UTIME_OMIT
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MOUNT_OPTIONS: dict[str, Any] = {
+    "kernel_cache": True,
+    "attr_timeout": 5,
+    "entry_timeout": 5,
+    "negative_timeout": 0,
+    "use_ino": True,
+    "hard_remove": True,
+    "fsname": "sparsefs",
+    "subtype": "sparsefs",
+}
+
+
+def guarded(method: F) -> F:
+    """Map any exception of one request to an errno; a bug never kills the mount."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the errno mapping is the point
+            raise OSError(to_errno(exc, method.__name__), os.strerror(to_errno(exc, method.__name__))) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _fh(fi: Any) -> int | None:
+    return None if fi is None else int(fi.fh)
+
+
+class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
+    """mfusepy Operations (raw_fi mode) delegating to the core."""
+
+    use_ns = True
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self._fuse_ptr: int | None = None
+
+    def init(self, path: str) -> None:
+        self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
+        self.core.invalidate_kernel = self.invalidate_path
+        self.core.mark_ready()
+
+    def invalidate_path(self, path: str) -> None:
+        """Drop the kernel's cached pages and attributes of ``path`` (if it knows it)."""
+        if self._fuse_ptr:
+            _invalidate(ctypes.c_void_p(self._fuse_ptr), os.fsencode(path))
+
+    @guarded
+    def getattr(self, path: str, fh: Any = None) -> dict[str, int]:
+        return self.core.getattr(path, _fh(fh))
+
+    @guarded
+    def readdir(self, path: str, fh: int) -> list[Any]:
+        return [(name, {"st_mode": mode, "st_ino": ino}, 0) for name, mode, ino in self.core.readdir(path)]
+
+    @guarded
+    def readlink(self, path: str) -> str:
+        return self.core.readlink(path)
+
+    @guarded
+    def open(self, path: str, fi: Any) -> int:
+        result = self.core.open(path, fi.flags)
+        fi.fh, fi.direct_io = result.fh, int(result.direct_io)
+        fi.keep_cache = 0 if result.direct_io else 1
+        return 0
+
+    @guarded
+    def create(self, path: str, mode: int, fi: Any) -> int:
+        result = self.core.create(path, fi.flags, mode)
+        fi.fh = result.fh
+        return 0
+
+    @guarded
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        return self.core.read(path, size, offset, int(fi.fh))
+
+    @guarded
+    def write(self, path: str, data: bytes, offset: int, fi: Any) -> int:
+        return self.core.write(path, data, offset, int(fi.fh))
+
+    @guarded
+    def truncate(self, path: str, length: int, fh: Any = None) -> int:
+        self.core.truncate(path, length, _fh(fh))
+        return 0
+
+    @guarded
+    def fsync(self, path: str, datasync: int, fi: Any) -> int:
+        self.core.fsync(path, bool(datasync), int(fi.fh))
+        return 0
+
+    @guarded
+    def release(self, path: str, fi: Any) -> int:
+        self.core.release(path, int(fi.fh))
+        return 0
+
+    @guarded
+    def mkdir(self, path: str, mode: int) -> int:
+        self.core.mkdir(path, mode)
+        return 0
+
+    @guarded
+    def mknod(self, path: str, mode: int, dev: int) -> int:
+        self.core.mknod(path, mode, dev)
+        return 0
+
+    @guarded
+    def rmdir(self, path: str) -> int:
+        self.core.rmdir(path)
+        return 0
+
+    @guarded
+    def unlink(self, path: str) -> int:
+        self.core.unlink(path)
+        return 0
+
+    @guarded
+    def rename(self, old: str, new: str, flags: int = 0) -> int:
+        self.core.rename(old, new, flags)
+        return 0
+
+    @guarded
+    def symlink(self, target: str, source: str) -> int:
+        self.core.symlink(target, source)
+        return 0
+
+    @guarded
+    def link(self, target: str, source: str) -> int:
+        self.core.link(target, source)
+        return 0
+
+    @guarded
+    def chmod(self, path: str, mode: int) -> int:
+        self.core.chmod(path, mode)
+        return 0
+
+    @guarded
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        self.core.chown(path, uid, gid)
+        return 0
+
+    @guarded
+    def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        atime, mtime = times if times is not None else (UTIME_NOW, UTIME_NOW)
+        self.core.utimens(path, int(atime), int(mtime))
+        return 0
+
+    @guarded
+    def statfs(self, path: str) -> dict[str, int]:
+        return self.core.statfs(path)
+
+    @guarded
+    def access(self, path: str, amode: int) -> int:
+        self.core.access(path, amode)
+        return 0
+
+
+class _Fuse(mfusepy.FUSE):  # type: ignore[misc]
+    """mfusepy.FUSE passing rename(2) flags and UTIME_NOW/UTIME_OMIT through intact."""
+
+    def utimens_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
+        times = (_timespec_ns(buf.contents.actime), _timespec_ns(buf.contents.modtime)) if buf else None
+        return int(self.operations.utimens(None if path is None else path.decode(self.encoding, self.errors), times))
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        return int(self.operations.rename(old.decode(self.encoding, self.errors),
+                                          new.decode(self.encoding, self.errors), flags))
+
+
+def _timespec_ns(ts: Any) -> int:
+    if ts.tv_nsec in (UTIME_NOW, UTIME_OMIT):
+        return int(ts.tv_nsec)
+    return int(ts.tv_sec) * 10**9 + int(ts.tv_nsec)
+
+
+def _invalidate(fuse_ptr: ctypes.c_void_p, path: bytes) -> None:
+    fn = mfusepy._libfuse.fuse_invalidate_path
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    fn.restype = ctypes.c_int
+    fn(fuse_ptr, path)
+
+
+def serve(core: Core, mountpoint: str, allow_other: bool = False) -> None:
+    """Mount and serve until unmounted or signalled (SIGINT/SIGTERM unmount cleanly)."""
+    options = dict(MOUNT_OPTIONS)
+    if allow_other:
+        options.update(allow_other=True, default_permissions=True)
+    _Fuse(MfusepyOperations(core), mountpoint, raw_fi=True, foreground=True, **options)

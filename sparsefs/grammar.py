@@ -1,0 +1,371 @@
+"""Parser for SparseFS virtual path names (pure: no I/O, stdlib only).
+
+A virtual name is one path component::
+
+    name     = base "@" suffix          ; base: an existing real name, never empty
+    suffix   = head *( "&" segment )
+    head     = action [ "=" argument ]   ; split on the first "=" only
+    segment  = option / text
+    option   = key "=" value            ; key in OPTION_KEYS: k, format, scope, budget
+    text     = any other segment        ; belongs to the argument, re-joined with "&"
+    action   = "intent" / "scout" / "focus" / "collect" / "refine" / "verify"
+             / "full" / "raw" / <an extra action named by the caller>
+
+Rules, in the order they are applied:
+
+1. The suffix must be valid Unicode text (no lone surrogates, as left by
+   surrogateescape-decoding a non-UTF-8 name).
+2. Split on "&" *before* percent-decoding. ``intent=R&D 2023`` has the argument
+   "R&D 2023"; ``intent=R&D&k=3&S&P 500`` has "R&D&S&P 500" and k=3. A duplicate
+   option key is an error. To put a literal ``&k=3`` into the text, write
+   ``%26k=3``.
+3. Actions and option keys are matched literally and are case-sensitive.
+   ``focus``, ``collect``, ``refine`` and ``verify`` require an argument;
+   ``scout``, ``full`` and ``raw`` forbid one; ``intent`` and extra actions take
+   an optional one (``@intent`` alone is an underspecified request). Text
+   segments after a head without "=" (``@intent&what``) or after an action that
+   forbids an argument are errors (unknown option).
+4. The argument and the option values are percent-decoded like
+   ``urllib.parse.unquote`` ("+" stays literal, ``%2F`` gives "/"), strictly:
+   every "%" needs two hex digits and the bytes must be UTF-8. Then they are
+   stripped; a blank argument counts as absent.
+5. Options: k is an integer 1..50, budget an integer 1..10,000,000, format is
+   "text" (default) or "json", scope is non-empty.
+6. For intent/collect/refine/verify the argument is split into slots
+   (``split_slots``): ";" separates slots, and numbered questions ("1) a 2) b",
+   "1. a 2. b", "(1) a (2) b", "Q1: a Q2: b") split when their numbers run
+   1, 2, ..., n (n >= 2). Text before the first number prefixes every numbered
+   slot ("For 2023: 1) revenue 2) staff" gives "For 2023: revenue" and
+   "For 2023: staff"), unless a ";" separates it (then it is a slot itself).
+   Slots are stripped and blank ones dropped; if none remain, the whole
+   stripped text is the one slot, so a present argument always has slots.
+
+``split_name`` finds the base: a name that exists is never virtual; otherwise
+each "@" is tried from right to left and the first existing prefix is the base.
+``GrammarError`` (a ValueError carrying ``message`` and ``hint``) is the only
+exception the parser raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+__all__ = [
+    "ACTIONS_WITHOUT_ARGUMENT",
+    "ACTIONS_WITH_ARGUMENT",
+    "CORE_ACTIONS",
+    "OPTION_KEYS",
+    "GrammarError",
+    "VirtualRequest",
+    "parse_suffix",
+    "split_name",
+    "split_slots",
+]
+
+CORE_ACTIONS: frozenset[str] = frozenset({"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"})
+ACTIONS_WITH_ARGUMENT: frozenset[str] = frozenset({"focus", "collect", "refine", "verify"})
+ACTIONS_WITHOUT_ARGUMENT: frozenset[str] = frozenset({"scout", "full", "raw"})
+OPTION_KEYS: frozenset[str] = frozenset({"k", "format", "scope", "budget"})
+
+_SLOT_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})
+_FORMATS = ("text", "json")
+_INT_LIMITS = {"k": 50, "budget": 10_000_000}
+_SYNTAX = {
+    "intent": "@intent=<what you need>",
+    "scout": "@scout",
+    "focus": "@focus=<anchor> (p12, p12-14, L120-180, #Heading, sheet:Sales, $.key)",
+    "collect": "@collect=<what to gather>",
+    "refine": "@refine=<what else you need>",
+    "verify": "@verify=<claim to check>",
+    "full": "@full",
+    "raw": "@raw",
+}
+_ACTION_ORDER = ("intent", "scout", "focus", "collect", "refine", "verify", "full", "raw")
+_PERCENT_HINT = "write a literal '%' as %25 (50%25), and percent-encode only UTF-8 bytes, e.g. %2F for '/'"
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_DIGITS = re.compile(r"[0-9]{1,20}")
+_LEAD = r"(?<![^\s;])"  # a marker starts the text or follows whitespace or ';'
+_MARKER_STYLES: tuple[re.Pattern[str], ...] = (
+    re.compile(_LEAD + r"\(([0-9]{1,3})\)"),  # (1) a (2) b
+    re.compile(_LEAD + r"[Qq]([0-9]{1,3})(?::|\)|\.(?!\S))"),  # Q1: a Q2: b
+    re.compile(_LEAD + r"([0-9]{1,3})\)"),  # 1) a 2) b
+    re.compile(_LEAD + r"([0-9]{1,3})\.(?!\S)"),  # 1. a 2. b (not 2.5)
+)
+
+
+class GrammarError(ValueError):
+    """The only exception parse_suffix/split_name ever raise."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message, hint)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} (hint: {self.hint})"
+
+
+class _FrozenOptions(Mapping[str, str]):
+    """An immutable, hashable str -> str mapping (keeps VirtualRequest hashable)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, str]) -> None:
+        self._data: dict[str, str] = dict(data)
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+
+def _no_options() -> Mapping[str, str]:
+    return _FrozenOptions({})
+
+
+@dataclass(frozen=True)
+class VirtualRequest:
+    """One parsed virtual request: what to do with the base file."""
+
+    action: str
+    argument: str | None = None
+    slots: tuple[str, ...] = ()
+    options: Mapping[str, str] = field(default_factory=_no_options)
+    k: int | None = None
+    format: str = "text"
+    budget: int | None = None
+    scope: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "slots", tuple(self.slots))
+        if not isinstance(self.options, _FrozenOptions):
+            object.__setattr__(self, "options", _FrozenOptions(self.options))
+
+
+# --- small helpers -----------------------------------------------------------
+
+
+def _show(text: str) -> str:
+    """Quote user text for a message, shortened to keep error packs small."""
+    return repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+
+
+def _actions_hint(extra_actions: frozenset[str]) -> str:
+    forms = [_SYNTAX[name] for name in _ACTION_ORDER]
+    forms += [f"@{name}[=<argument>]" for name in sorted(extra_actions - CORE_ACTIONS)]
+    return "valid actions: " + ", ".join(forms) + "; to ask, write @intent=<what you need>"
+
+
+def _require_text(suffix: str) -> None:
+    try:
+        suffix.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GrammarError(
+            "the name is not valid UTF-8 text",
+            "write the request as UTF-8 text; other bytes must be percent-encoded "
+            "UTF-8 (%C3%A9 for 'é'), and a literal '%' is %25",
+        ) from None
+
+
+def _decode(text: str) -> str:
+    """Strict ``unquote``: bad '%' escapes or non-UTF-8 bytes are GrammarErrors."""
+    bad = _BAD_PERCENT.search(text)
+    if bad is not None:
+        where = text[bad.start() : bad.start() + 3]
+        raise GrammarError(f"bad percent escape {_show(where)}", _PERCENT_HINT)
+    try:
+        return unquote(text, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise GrammarError("percent escapes do not decode to UTF-8 text", _PERCENT_HINT) from None
+
+
+# --- parse_suffix ------------------------------------------------------------
+
+
+def _check_action(action: str, extra_actions: frozenset[str]) -> None:
+    if action in CORE_ACTIONS or action in extra_actions:
+        return
+    hint = _actions_hint(extra_actions)
+    if not action:
+        raise GrammarError("empty action after '@'", hint)
+    lowered = action.lower()
+    if lowered != action and (lowered in CORE_ACTIONS or lowered in extra_actions):
+        raise GrammarError(f"unknown action {_show(action)}: actions are lowercase", hint)
+    raise GrammarError(f"unknown action {_show(action)}", hint)
+
+
+def _sort_segments(segments: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Split the segments after the head into raw options and argument text."""
+    options: dict[str, str] = {}
+    text: list[str] = []
+    for segment in segments:
+        key, sep, value = segment.partition("=")
+        if not (sep and key in OPTION_KEYS):
+            text.append(segment)
+        elif key in options:
+            raise GrammarError(f"option {key!r} given twice", f"keep one &{key}=<value>")
+        else:
+            options[key] = value
+    return options, text
+
+
+def _check_stray(action: str, has_argument: bool, text: list[str]) -> None:
+    """Text segments need a head with '=' and an action that takes an argument."""
+    if not text or (has_argument and action not in ACTIONS_WITHOUT_ARGUMENT):
+        return
+    keys = ", ".join(sorted(OPTION_KEYS))
+    if action in ACTIONS_WITHOUT_ARGUMENT:
+        hint = f"options are {keys}; @{action} takes no argument"
+    else:
+        hint = f"options are {keys}; the argument goes after '=': @{action}=<text>"
+    raise GrammarError(f"unknown option {_show(text[0])}", hint)
+
+
+def _argument(action: str, raw: str | None) -> str | None:
+    """Decode and strip the argument; enforce required/forbidden arguments."""
+    argument = None if raw is None else (_decode(raw).strip() or None)
+    if argument is None and action in ACTIONS_WITH_ARGUMENT:
+        raise GrammarError(f"@{action} needs an argument", "write " + _SYNTAX[action])
+    if argument is not None and action in ACTIONS_WITHOUT_ARGUMENT:
+        wanted = argument if len(argument) <= 60 else argument[:57] + "..."
+        hint = f"write @{action} alone, or @intent={wanted} to ask for that"
+        raise GrammarError(f"@{action} takes no argument", hint)
+    return argument
+
+
+def _parse_int(key: str, value: str) -> int:
+    limit = _INT_LIMITS[key]
+    if _DIGITS.fullmatch(value) is None or not 1 <= int(value) <= limit:
+        raise GrammarError(f"bad {key}={_show(value)}", f"{key} is a whole number from 1 to {limit:,}")
+    return int(value)
+
+
+def _check_format(value: str) -> str:
+    if value not in _FORMATS:
+        raise GrammarError(f"bad format={_show(value)}", "write &format=text or &format=json")
+    return value
+
+
+def _check_scope(value: str) -> str:
+    if not value:
+        raise GrammarError("empty scope", "write e.g. &scope=p10-20, &scope=L1-400 or a sheet")
+    return value
+
+
+def _build(action: str, argument: str | None, options: dict[str, str]) -> VirtualRequest:
+    k, budget = options.get("k"), options.get("budget")
+    fmt, scope = options.get("format"), options.get("scope")
+    return VirtualRequest(
+        action=action,
+        argument=argument,
+        slots=split_slots(argument) if argument is not None and action in _SLOT_ACTIONS else (),
+        options=_FrozenOptions(options),
+        k=None if k is None else _parse_int("k", k),
+        format="text" if fmt is None else _check_format(fmt),
+        budget=None if budget is None else _parse_int("budget", budget),
+        scope=None if scope is None else _check_scope(scope),
+    )
+
+
+def parse_suffix(suffix: str, extra_actions: frozenset[str] = frozenset()) -> VirtualRequest:
+    """Parse everything after the '@' (e.g. ``intent=R&D 2023; staff&k=3``)."""
+    _require_text(suffix)
+    head, *segments = suffix.split("&")
+    action, sep, raw = head.partition("=")
+    _check_action(action, extra_actions)
+    raw_options, text = _sort_segments(segments)
+    _check_stray(action, bool(sep), text)
+    joined = "&".join([raw, *text]) if sep else None
+    argument = _argument(action, joined)
+    options = {key: _decode(value).strip() for key, value in raw_options.items()}
+    return _build(action, argument, options)
+
+
+# --- split_name --------------------------------------------------------------
+
+
+def split_name(
+    name: str,
+    exists: Callable[[str], bool],
+    extra_actions: frozenset[str] = frozenset(),
+) -> tuple[str, VirtualRequest] | None:
+    """Return (base, request) for a virtual name, or None when it is not one.
+
+    A name that exists is real (None). Otherwise each '@' is tried from right
+    to left; the first non-empty prefix that exists is the base and the rest
+    is parsed (GrammarError propagates). No existing base gives None (ENOENT).
+    """
+    if exists(name):
+        return None
+    at = name.rfind("@")
+    while at > 0:
+        base = name[:at]
+        if exists(base):
+            return base, parse_suffix(name[at + 1 :], extra_actions)
+        at = name.rfind("@", 0, at)
+    return None
+
+
+# --- split_slots -------------------------------------------------------------
+
+
+def _is_sequence(marks: list[re.Match[str]]) -> bool:
+    numbers = [int(mark.group(1)) for mark in marks]
+    return len(numbers) >= 2 and numbers == list(range(1, len(numbers) + 1))
+
+
+def _items(text: str, marks: list[re.Match[str]]) -> list[str]:
+    """The text after each marker up to the next one."""
+    ends = [mark.start() for mark in marks[1:]] + [len(text)]
+    return [text[mark.end() : end] for mark, end in zip(marks, ends, strict=True)]
+
+
+def _has_words(item: str) -> bool:
+    return any(piece.strip() for piece in item.split(";"))
+
+
+def _numbered_marks(text: str) -> list[re.Match[str]] | None:
+    """Markers of the first style whose numbers run 1..n and whose items are non-empty."""
+    for style in _MARKER_STYLES:
+        marks = list(style.finditer(text))
+        if _is_sequence(marks) and all(_has_words(item) for item in _items(text, marks)):
+            return marks
+    return None
+
+
+def _prefixed(prefix: str, piece: str) -> str:
+    piece = piece.strip()
+    return f"{prefix} {piece}".strip() if piece else ""
+
+
+def _numbered_pieces(text: str, marks: list[re.Match[str]]) -> list[str]:
+    """Split at markers (and ';'); the text before marker 1 prefixes each item."""
+    pieces = text[: marks[0].start()].split(";")
+    prefix = pieces.pop().strip()
+    for item in _items(text, marks):
+        pieces += [_prefixed(prefix, piece) for piece in item.split(";")]
+    return pieces
+
+
+def split_slots(text: str) -> tuple[str, ...]:
+    """Split an intent into slots at ';' and at numbered questions (1, 2, ...)."""
+    marks = _numbered_marks(text)
+    pieces = text.split(";") if marks is None else _numbered_pieces(text, marks)
+    slots = tuple(piece for piece in (raw.strip() for raw in pieces) if piece)
+    if slots:
+        return slots
+    whole = text.strip()
+    return (whole,) if whole else ()

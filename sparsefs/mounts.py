@@ -1,0 +1,94 @@
+"""The mount table, readiness and unmounting — shared by the CLI and the tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+FSTYPE = "fuse.sparsefs"
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    mountpoint: str
+    fstype: str
+    minor: int
+
+
+def _unescape(field: str) -> str:
+    return field.encode().decode("unicode_escape") if "\\" in field else field
+
+
+def mount_entries() -> list[MountEntry]:
+    """Parsed /proc/self/mountinfo (works for dead FUSE mounts too)."""
+    entries = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        minor = int(fields[2].split(":")[1])
+        entries.append(MountEntry(_unescape(fields[4]), right.split()[0], minor))
+    return entries
+
+
+def find_mount(mountpoint: str | Path) -> MountEntry | None:
+    target = os.path.abspath(mountpoint)
+    matches = [e for e in mount_entries() if e.mountpoint == target]
+    return matches[-1] if matches else None
+
+
+def is_sparsefs_mount(mountpoint: str | Path) -> bool:
+    entry = find_mount(mountpoint)
+    return entry is not None and entry.fstype == FSTYPE
+
+
+def is_stale(mountpoint: str | Path) -> bool:
+    """Mounted but the daemon is gone (ENOTCONN)."""
+    try:
+        os.stat(mountpoint)
+    except OSError as err:
+        return err.errno == 107
+    return False
+
+
+def wait_ready(mountpoint: str | Path, timeout: float, alive: callable = lambda: True) -> bool:  # type: ignore[valid-type]
+    """Poll until the mount table shows us and .sparsefs/ready reads back."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if is_sparsefs_mount(mountpoint) and os.path.exists(os.path.join(mountpoint, ".sparsefs", "ready")):
+            return True
+        if not alive():
+            return False
+        time.sleep(0.02)
+    return False
+
+
+def daemon_pid(mountpoint: str | Path) -> int | None:
+    try:
+        return int(Path(mountpoint, ".sparsefs", "ready").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def unmount(mountpoint: str | Path, lazy: bool = False, timeout: float = 10.0) -> None:
+    """fusermount3 -u (falls back to umount); raises RuntimeError with the tool's message."""
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    command = [tool, "-u"] + (["-z"] if lazy else []) if tool else ["umount"] + (["-l"] if lazy else [])
+    result = subprocess.run([*command, os.path.abspath(mountpoint)], capture_output=True, text=True,
+                            timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr.strip() or f"{command[0]} failed with {result.returncode}")
+
+
+def wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False

@@ -1,0 +1,214 @@
+"""One access of the Read Intent Protocol (paper, Algorithm 1).
+
+``Protocol.serve`` takes an artifact path and a parsed virtual request and
+returns an EvidencePack. It owns the episode state; the Gate decides
+admission on sizes only; the Reader only locates evidence.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
+from readers.base import Batch, EvidenceItem, ReadIntent, ReaderError, SlotCoverage
+from sparsefs.artifacts import Artifact, ArtifactCache
+from sparsefs.episodes import Episode, EpisodeStore
+from sparsefs.grammar import VirtualRequest
+from sparsefs.pack import (
+    CoverageOut,
+    EvidenceOut,
+    ErrorOut,
+    EvidencePack,
+    ExposureOut,
+    ScopeOut,
+    render_evidence,
+)
+from sparsefs.steps import next_steps
+
+PREVIEW_CHARS = 2_000
+DEFAULT_PACK_CHARS = 1_500
+MAX_PACK_CHARS = 6_000
+SPARSE_ACTIONS = frozenset({"intent", "collect", "refine", "verify", "focus"})
+
+
+@dataclass(frozen=True)
+class Served:
+    """A pack plus what the log needs to know about it."""
+
+    pack: EvidencePack
+    payload_chars: int
+    full_view_chars: int
+
+
+class Protocol:
+    """Episodes, Gate and Readers behind one ``serve`` call."""
+
+    def __init__(self, artifacts: ArtifactCache, gate: GateConfig | None = None) -> None:
+        self.artifacts = artifacts
+        self.gate = gate or GateConfig()
+        self.episodes = EpisodeStore()
+        self._lock = threading.Lock()
+
+    def serve(self, rel: str, request: VirtualRequest) -> Served:
+        """Answer one access; ReaderError becomes an error pack, OSError propagates."""
+        try:
+            artifact = self.artifacts.load(rel)
+        except ReaderError as err:
+            return error_pack(rel, request, err.message, err.hint)
+        with self._lock:
+            return self._serve_locked(artifact, request)
+
+    def _serve_locked(self, artifact: Artifact, request: VirtualRequest) -> Served:
+        changed = self._changed_flag(artifact)
+        if request.action == "scout" and not self._fits_natively(artifact):
+            return self._preview(artifact, request, changed)
+        if request.action in SPARSE_ACTIONS and request.argument is None:
+            return self._preview(artifact, request, changed + ["underspecified-intent"])
+        episode = self.episodes.ensure(
+            artifact.rel, artifact.fingerprint, request.action, request.argument or "",
+            len(artifact.parsed.full_view),
+        )
+        episode.reads += 1
+        if request.action in ("full", "scout") or self._fits_natively(artifact):
+            return self._full_view(artifact, request, episode, changed)
+        return self._sparse(artifact, request, episode, changed)
+
+    def _fits_natively(self, artifact: Artifact) -> bool:
+        length = len(artifact.parsed.full_view)
+        return choose_mode(length, self.gate) is Decision.NATIVE_FIT
+
+    def _changed_flag(self, artifact: Artifact) -> list[str]:
+        previous = self.episodes.previous_fingerprint(artifact.rel)
+        if previous and previous != artifact.fingerprint:
+            return ["artifact-changed-since-last-read"]
+        return []
+
+    def _preview(self, artifact: Artifact, request: VirtualRequest, flags: list[str]) -> Served:
+        text = artifact.reader.preview(artifact.parsed, PREVIEW_CHARS)
+        pack = self._pack(artifact, request, None, "preview", flags)
+        pack.preview = text
+        pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note="object preview")
+        pack.exposure = _exposure(len(text), None, len(artifact.parsed.full_view))
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, 0, len(artifact.parsed.full_view))
+
+    def _sparse(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
+        try:
+            batch = self._prepare(artifact, request, episode)
+        except ReaderError as err:
+            return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
+        if "no-content-words" in batch.flags and request.action != "focus":
+            return self._preview(artifact, request, flags + ["underspecified-intent"])
+        items = [_evidence_out(item) for item in batch.items]
+        payload = render_evidence(items)
+        admission = admit_batch(episode.budget, len(payload))
+        if admission.decision is not Decision.ADMIT:
+            return self._fallback(artifact, request, episode, admission, flags + ["batch-over-budget"])
+        episode.budget = admission.budget
+        _record(episode, batch)
+        pack = self._pack(artifact, request, episode, "sparse", flags + list(batch.flags))
+        pack.evidence, pack.scope = items, _scope_out(batch)
+        pack.coverage = [_coverage_out(c) for c in batch.coverage]
+        pack.exposure = _exposure(len(payload), episode, len(artifact.parsed.full_view))
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, len(payload), len(artifact.parsed.full_view))
+
+    def _prepare(self, artifact: Artifact, request: VirtualRequest, episode: Episode) -> Batch:
+        reader, parsed = artifact.reader, artifact.parsed
+        argument = request.argument or ""
+        if request.action == "focus":
+            return reader.focus(parsed, argument)
+        intent = ReadIntent(argument, request.slots or (argument,))
+        exclude = episode.spans if request.action == "refine" else ()
+        return reader.locate(parsed, intent, _pack_chars(request), exclude, request.k)
+
+    def _full_view(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
+        native = request.action != "full"
+        admission = deliver_full_view(episode.budget)
+        reason = "native-fit" if native else "full view requested"
+        return self._deliver_full(artifact, request, episode, admission, flags, reason)
+
+    def _fallback(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, admission: Admission, flags: list[str]
+    ) -> Served:
+        return self._deliver_full(artifact, request, episode, admission, flags, "fallback: batch did not fit L - E")
+
+    def _deliver_full(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, admission: Admission,
+        flags: list[str], reason: str,
+    ) -> Served:
+        episode.budget = admission.budget
+        episode.close_reason = reason
+        decision = {"native-fit": "native-fit", "full view requested": "full"}.get(reason, "fallback")
+        if admission.decision is Decision.REUSE_FULL_VIEW:
+            decision = "reuse-full-view"
+        pack = self._pack(artifact, request, episode, decision, flags + ["episode-closed"])
+        pack.full_view = artifact.parsed.full_view
+        pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=reason)
+        pack.exposure = _exposure(admission.delivered_chars, episode, len(artifact.parsed.full_view))
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, admission.delivered_chars, len(artifact.parsed.full_view))
+
+    def _pack(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str]
+    ) -> EvidencePack:
+        return EvidencePack(
+            artifact=artifact.rel, fingerprint=artifact.short_fingerprint, action=request.action,
+            episode=episode.id if episode else None, decision=decision,  # type: ignore[arg-type]
+            intent=request.argument, slots=list(request.slots), flags=flags,
+            exposure=_exposure(0, episode, len(artifact.parsed.full_view)),
+        )
+
+
+def error_pack(
+    rel: str, request: VirtualRequest | None, message: str, hint: str,
+    artifact: Artifact | None = None, episode: Episode | None = None,
+) -> Served:
+    """A short pack that says what was wrong and what to ask instead."""
+    length = len(artifact.parsed.full_view) if artifact else 0
+    pack = EvidencePack(
+        artifact=rel, fingerprint=artifact.short_fingerprint if artifact else "-",
+        action=request.action if request else "?", episode=episode.id if episode else None,
+        decision="error", intent=request.argument if request else None,
+        slots=list(request.slots) if request else [], error=ErrorOut(message=message, hint=hint),
+        exposure=_exposure(0, episode, length),
+    )
+    return Served(pack, 0, length)
+
+
+def _pack_chars(request: VirtualRequest) -> int:
+    if request.budget:
+        return request.budget
+    return min(DEFAULT_PACK_CHARS * max(1, len(request.slots)), MAX_PACK_CHARS)
+
+
+def _record(episode: Episode, batch: Batch) -> None:
+    for item in batch.items:
+        episode.spans.append((item.anchor.char_start, item.anchor.char_end))
+        episode.anchors.append(item.anchor.label)
+
+
+def _exposure(pack_chars: int, episode: Episode | None, length: int) -> ExposureOut:
+    exposed = episode.budget.sparse_exposed if episode else 0
+    if episode is None:
+        return ExposureOut(pack_chars=pack_chars, episode_exposed=0, full_view_chars=length, budget_left=length)
+    left = episode.budget.remaining if not episode.closed else 0
+    return ExposureOut(pack_chars=pack_chars, episode_exposed=exposed, full_view_chars=length, budget_left=left)
+
+
+def _evidence_out(item: EvidenceItem) -> EvidenceOut:
+    a = item.anchor
+    lines = (a.line_start, a.line_end) if a.line_start is not None and a.line_end is not None else None
+    return EvidenceOut(anchor=a.label, lines=lines, heading=a.heading, slots=list(item.slots), text=item.text)
+
+
+def _scope_out(batch: Batch) -> ScopeOut:
+    s = batch.scope
+    return ScopeOut(
+        units_scanned=s.units_scanned, unit=s.unit, method=s.method, chars_processed=s.chars_processed, note=s.note
+    )
+
+
+def _coverage_out(cov: SlotCoverage) -> CoverageOut:
+    return CoverageOut(slot=cov.slot, status=cov.status, anchors=list(cov.anchors), candidates=list(cov.candidates))

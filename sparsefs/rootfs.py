@@ -1,0 +1,246 @@
+"""The source tree, reached only through a directory fd opened before mounting.
+
+Every operation is an ``*at`` call relative to that fd, and every multi-
+component path is resolved with ``openat2(RESOLVE_BENEATH)``, so no symlink
+(absolute, relative, chained, or swapped in between check and use) and no
+``..`` can reach outside the source root. Nothing here ever opens a path by
+name from ``/``: in place mode the root is shadowed by our own mount, and
+reading through it would deadlock the daemon.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_SYS_OPENAT2 = 437
+_SYS_RENAMEAT2 = 316 if os.uname().machine == "x86_64" else 276
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_BENEATH = 0x08
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+_AT_SYMLINK_NOFOLLOW = 0x100
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _raise_errno(name: str) -> None:
+    err = ctypes.get_errno()
+    raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+_OPEN_FLAGS = (
+    os.O_ACCMODE | os.O_CREAT | os.O_EXCL | os.O_NOCTTY | os.O_TRUNC | os.O_APPEND | os.O_NONBLOCK | os.O_DSYNC
+    | os.O_SYNC | os.O_DIRECT | os.O_LARGEFILE | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NOATIME | os.O_PATH
+    | os.O_TMPFILE
+)
+
+
+def openat2(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
+    """openat2(2) confined beneath ``dirfd``; escaping raises EXDEV.
+
+    openat2 rejects unknown flag bits and file-type bits in ``mode`` (FUSE
+    passes both), so both are masked to what open(2) defines.
+    """
+    creating = flags & (os.O_CREAT | os.O_TMPFILE)
+    how = _OpenHow((flags & _OPEN_FLAGS) | os.O_CLOEXEC, mode & 0o7777 if creating else 0,
+                   RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+    path = os.fsencode(rel)
+    fd = _libc.syscall(_SYS_OPENAT2, dirfd, path, ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        _raise_errno("openat2")
+    return int(fd)
+
+
+def relative(path: str) -> str:
+    """'/a/b' -> 'a/b'; '/' -> ''. Rejects '..' components outright."""
+    rel = path.strip("/")
+    if rel and ".." in rel.split("/"):
+        raise OSError(errno.EACCES, "'..' is not allowed")
+    return rel
+
+
+@dataclass(frozen=True)
+class StatResult:
+    """The subset of stat the FUSE layer reports."""
+
+    st_mode: int
+    st_ino: int
+    st_dev: int
+    st_nlink: int
+    st_uid: int
+    st_gid: int
+    st_size: int
+    st_atime: int
+    st_mtime: int
+    st_ctime: int
+    st_blocks: int = 0
+    st_blksize: int = 4096
+    st_rdev: int = 0
+
+    @classmethod
+    def from_os(cls, st: os.stat_result) -> StatResult:
+        return cls(
+            st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, st.st_size,
+            st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns, st.st_blocks, st.st_blksize, st.st_rdev,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+class SourceRoot:
+    """Faithful passthrough operations on the tree below one directory fd."""
+
+    def __init__(self, root_fd: int) -> None:
+        if not stat.S_ISDIR(os.fstat(root_fd).st_mode):
+            raise NotADirectoryError(root_fd)
+        self.fd = root_fd
+
+    @classmethod
+    def open(cls, path: str) -> SourceRoot:
+        return cls(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    @contextmanager
+    def parent(self, rel: str) -> Iterator[tuple[int, str]]:
+        """(fd of the parent directory, base name); the fd is valid inside the block."""
+        head, _, name = rel.rpartition("/")
+        if not head:
+            yield self.fd, name
+            return
+        dirfd = openat2(self.fd, head, os.O_PATH | os.O_DIRECTORY)
+        try:
+            yield dirfd, name
+        finally:
+            os.close(dirfd)
+
+    def lstat(self, rel: str) -> os.stat_result:
+        if not rel:
+            return os.fstat(self.fd)
+        with self.parent(rel) as (dirfd, name):
+            return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self.lstat(rel)
+        except OSError:
+            return False
+        return True
+
+    def open_file(self, rel: str, flags: int, mode: int = 0) -> int:
+        return openat2(self.fd, rel or ".", flags, mode)
+
+    def scandir(self, rel: str) -> list[tuple[str, int, int]]:
+        """(name, file-type bits, inode) for each entry."""
+        fd = self.open_file(rel, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(fd) as entries:
+                return [(e.name, _type_bits(e), e.inode()) for e in entries]
+        finally:
+            os.close(fd)
+
+    def readlink(self, rel: str) -> str:
+        with self.parent(rel) as (dirfd, name):
+            return os.readlink(name, dir_fd=dirfd)
+
+    def mkdir(self, rel: str, mode: int) -> None:
+        with self.parent(rel) as (dirfd, name):
+            os.mkdir(name, mode, dir_fd=dirfd)
+
+    def mknod(self, rel: str, mode: int, dev: int) -> None:
+        with self.parent(rel) as (dirfd, name):
+            os.mknod(name, mode, dev, dir_fd=dirfd)
+
+    def rmdir(self, rel: str) -> None:
+        with self.parent(rel) as (dirfd, name):
+            os.rmdir(name, dir_fd=dirfd)
+
+    def unlink(self, rel: str) -> None:
+        with self.parent(rel) as (dirfd, name):
+            os.unlink(name, dir_fd=dirfd)
+
+    def symlink(self, target: str, rel: str) -> None:
+        with self.parent(rel) as (dirfd, name):
+            os.symlink(target, name, dir_fd=dirfd)
+
+    def link(self, existing: str, rel: str) -> None:
+        with self.parent(existing) as (src_fd, src_name), self.parent(rel) as (dst_fd, dst_name):
+            os.link(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> None:
+        with self.parent(old) as (src_fd, src_name), self.parent(new) as (dst_fd, dst_name):
+            if flags == 0:
+                os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+                return
+            result = _libc.syscall(
+                _SYS_RENAMEAT2, src_fd, os.fsencode(src_name), dst_fd, os.fsencode(dst_name), flags
+            )
+            if result != 0:
+                _raise_errno("renameat2")
+
+    def chmod(self, rel: str, mode: int) -> None:
+        fd = self.open_file(rel, os.O_PATH | os.O_NOFOLLOW)
+        try:
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise OSError(errno.EOPNOTSUPP, "chmod on a symlink")
+            os.chmod(f"/proc/self/fd/{fd}", mode)
+        finally:
+            os.close(fd)
+
+    def chown(self, rel: str, uid: int, gid: int) -> None:
+        with self.parent(rel) as (dirfd, name):
+            os.chown(name or ".", uid, gid, dir_fd=dirfd, follow_symlinks=False)
+
+    def utimens(self, rel: str, atime_ns: int, mtime_ns: int) -> None:
+        times = (_Timespec * 2)(_timespec(atime_ns), _timespec(mtime_ns))
+        with self.parent(rel) as (dirfd, name):
+            target = os.fsencode(name or ".")
+            if _libc.utimensat(dirfd, target, times, _AT_SYMLINK_NOFOLLOW) != 0:
+                _raise_errno("utimensat")
+
+    def truncate(self, rel: str, length: int) -> None:
+        fd = self.open_file(rel, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, length)
+        finally:
+            os.close(fd)
+
+    def access(self, rel: str, mode: int) -> None:
+        with self.parent(rel) as (dirfd, name):
+            if not os.access(name or ".", mode, dir_fd=dirfd, follow_symlinks=False):
+                raise OSError(errno.EACCES, "access denied")
+
+    def statvfs(self) -> os.statvfs_result:
+        return os.statvfs(self.fd)
+
+
+def _timespec(ns: int) -> _Timespec:
+    if ns in (UTIME_NOW, UTIME_OMIT):
+        return _Timespec(0, ns)
+    sec, nsec = divmod(ns, 10**9)
+    return _Timespec(sec, nsec)
+
+
+def _type_bits(entry: os.DirEntry[str]) -> int:
+    if entry.is_symlink():
+        return stat.S_IFLNK
+    if entry.is_dir(follow_symlinks=False):
+        return stat.S_IFDIR
+    if entry.is_file(follow_symlinks=False):
+        return stat.S_IFREG
+    return stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)

@@ -1,0 +1,68 @@
+"""Counters for .sparsefs/stats.json and the append-only .sparsefs/log.jsonl."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+class Stats:
+    """Thread-safe counters; every number here is counted, never estimated."""
+
+    def __init__(self, log_path: Path, backend: str = "mfusepy") -> None:
+        self._lock = threading.Lock()
+        self.started = time.time()
+        self.backend = backend
+        self.counters: dict[str, int] = {
+            "plain_bytes_read": 0,
+            "plain_bytes_written": 0,
+            "raw_bytes_read": 0,
+            "packs_served": 0,
+            "error_packs": 0,
+            "fallbacks": 0,
+            "previews": 0,
+            "chars_exposed": 0,
+            "full_view_chars_of_packs": 0,
+        }
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+
+    def add(self, name: str, amount: int) -> None:
+        with self._lock:
+            self.counters[name] += amount
+
+    def record_pack(self, entry: dict[str, Any]) -> None:
+        """Count one pack and append its log line."""
+        with self._lock:
+            self.counters["packs_served"] += 1
+            self.counters["chars_exposed"] += int(entry["exposed"])
+            self.counters["full_view_chars_of_packs"] += int(entry["L"])
+            self.counters["error_packs"] += entry["decision"] == "error"
+            self.counters["fallbacks"] += entry["decision"] == "fallback"
+            self.counters["previews"] += entry["decision"] == "preview"
+            os.write(self._log_fd, orjson.dumps(entry) + b"\n")
+
+    def log_size(self) -> int:
+        return os.fstat(self._log_fd).st_size
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            counters = dict(self.counters)
+        full = counters["full_view_chars_of_packs"]
+        saved = full - counters["chars_exposed"]
+        return {
+            "backend": self.backend,
+            "uptime_s": round(time.time() - self.started, 1),
+            **counters,
+            "chars_saved_vs_full_reads": saved,
+            "exposure_ratio": round(counters["chars_exposed"] / full, 4) if full else None,
+        }
+
+    def close(self) -> None:
+        os.close(self._log_fd)

@@ -1,0 +1,56 @@
+"""Source-tree watcher: changes made outside the mount invalidate caches.
+
+In mirror mode a watchdog (inotify) observer on the source tree calls
+``on_change(rel)`` for every created, modified, deleted or moved path; the
+core then drops fingerprints and packs and asks the kernel to forget cached
+pages and attributes for that path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+log = logging.getLogger("sparsefs.watcher")
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, root: str, on_change: Callable[[str], None]) -> None:
+        self.root = root
+        self.on_change = on_change
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed_no_write"):
+            return
+        for path in (event.src_path, getattr(event, "dest_path", "")):
+            if path:
+                self._notify(os.fsdecode(path))
+
+    def _notify(self, path: str) -> None:
+        rel = os.path.relpath(path, self.root)
+        if rel.startswith(".."):
+            return
+        try:
+            self.on_change("" if rel == "." else rel)
+        except Exception:  # noqa: BLE001 - a failed invalidation must not stop the watcher
+            log.exception("invalidation failed for %s", rel)
+
+
+class SourceWatcher:
+    """Watches ``root`` recursively until stopped."""
+
+    def __init__(self, root: str, on_change: Callable[[str], None]) -> None:
+        self.observer = Observer()
+        self.observer.daemon = True
+        self.observer.schedule(_Handler(root, on_change), root, recursive=True)
+
+    def start(self) -> None:
+        self.observer.start()
+
+    def stop(self) -> None:
+        self.observer.stop()
+        self.observer.join(timeout=5)

@@ -1,0 +1,61 @@
+"""Shared fixtures: real mounts of temporary workspaces, always unmounted."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import mountutil
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+DATA = SHARED / "data"
+DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
+
+
+def _check_clean(mount: mountutil.Mount) -> None:
+    text = mount.stderr()
+    assert "Traceback" not in text and " ERROR " not in text, f"daemon printed errors:\n{text}"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A copy of the bundled demo workspace plus a nested folder."""
+    src = tmp_path / "src"
+    shutil.copytree(DEMO, src)
+    (src / "nested" / "deeper").mkdir(parents=True)
+    (src / "nested" / "deeper" / "leaf.txt").write_text("leaf\n")
+    return src
+
+
+@pytest.fixture
+def mirror(workspace: Path, tmp_path: Path) -> Iterator[mountutil.Mount]:
+    """The workspace mirrored at tmp/mnt."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mount = mountutil.start(workspace, mnt, tmp_path / "state")
+    try:
+        yield mount
+    finally:
+        mountutil.stop(mount)
+    _check_clean(mount)
+
+
+@pytest.fixture
+def in_place(workspace: Path, tmp_path: Path) -> Iterator[mountutil.Mount]:
+    """The workspace mounted over itself."""
+    mount = mountutil.start(workspace, None, tmp_path / "state")
+    try:
+        yield mount
+    finally:
+        mountutil.stop(mount)
+    _check_clean(mount)
+
+
+@pytest.fixture
+def needs_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("FUSE mounts in tests need root")

@@ -1,0 +1,105 @@
+"""Mount SparseFS for a test: run the real CLI, poll the mount table, always unmount.
+
+Every step has a deadline, so a hung daemon fails the test instead of hanging
+the suite (see FUSE-NOTES.md "Testing a mount without hanging the suite").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparsefs import mounts
+
+READY_TIMEOUT_S = 20.0
+FUSECTL = Path("/sys/fs/fuse/connections")
+
+
+@dataclass
+class Mount:
+    """A running foreground daemon and where it is mounted."""
+
+    source: Path
+    mountpoint: Path
+    state_dir: Path
+    process: subprocess.Popen[bytes]
+    stderr_path: Path
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str) -> Mount:
+    """Mount (mirror when ``mountpoint`` is given, else in place) and wait until ready."""
+    target = mountpoint or source
+    stderr_path = state_dir / "test-daemon.stderr"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source)]
+    command += [str(mountpoint)] if mountpoint else []
+    command += ["--state-dir", str(state_dir), *extra]
+    with open(stderr_path, "wb") as err:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                   start_new_session=True)
+    mount = Mount(source, target, state_dir, process, stderr_path)
+    if not mounts.wait_ready(target, READY_TIMEOUT_S, alive=lambda: process.poll() is None):
+        stop(mount)
+        raise RuntimeError(f"mount not ready: {mount.stderr()}")
+    return mount
+
+
+def stop(mount: Mount, deadline_s: float = 10.0) -> None:
+    """Unmount with escalating force; reap the daemon. Never hangs."""
+    steps = (_fusermount, _abort_connection, _lazy_umount)
+    for step in steps:
+        if not mounts.find_mount(mount.mountpoint) or mounts.find_mount(mount.mountpoint).fstype != mounts.FSTYPE:  # type: ignore[union-attr]
+            break
+        step(mount)
+    _reap(mount.process, deadline_s)
+
+
+def _fusermount(mount: Mount) -> None:
+    subprocess.run(["fusermount3", "-u", str(mount.mountpoint)], capture_output=True, timeout=10, check=False)
+
+
+def _abort_connection(mount: Mount) -> None:
+    entry = mounts.find_mount(mount.mountpoint)
+    if entry is None:
+        return
+    _ensure_fusectl()
+    abort = FUSECTL / str(entry.minor) / "abort"
+    if abort.exists():
+        abort.write_text("1")
+    subprocess.run(["fusermount3", "-u", str(mount.mountpoint)], capture_output=True, timeout=10, check=False)
+
+
+def _lazy_umount(mount: Mount) -> None:
+    subprocess.run(["umount", "-l", str(mount.mountpoint)], capture_output=True, timeout=10, check=False)
+
+
+def _ensure_fusectl() -> None:
+    if FUSECTL.exists() and not any(FUSECTL.iterdir()):
+        subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], capture_output=True, timeout=10,
+                       check=False)
+
+
+def _reap(process: subprocess.Popen[bytes], deadline_s: float) -> None:
+    try:
+        process.wait(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=5)
+
+
+def wait_for(predicate: object, timeout: float = 5.0, interval: float = 0.02) -> bool:
+    """Poll ``predicate()`` until true or the timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(interval)
+    return False
