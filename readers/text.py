@@ -33,11 +33,10 @@ from readers.bm25index import Scores, Selection, UnitIndex, blocked_mask, conten
 from readers.segment import Heading, Segmentation, segment
 
 _MARKDOWN = frozenset({".md", ".markdown"})
-_PROSE = _MARKDOWN | {".txt", ".rst", ""}
 _CODE = frozenset({".py", ".js", ".ts", ".c", ".h", ".go", ".rs", ".java", ".sh", ".css"})
 _CONFIG = frozenset({".yaml", ".yml", ".toml", ".ini", ".cfg"})
 _DATA = frozenset({".csv", ".json", ".jsonl", ".xml", ".html"})
-_LINE_ANCHOR = re.compile(r"L(\d+)(?:-L?(\d+))?", re.IGNORECASE)
+_LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
 
 
 def kind_of(name: str, text: str) -> str:
@@ -152,7 +151,10 @@ class TextReader(Reader):
             f"{parsed.kind} file: {len(text):,} chars, {len(seg.line_starts):,} lines, "
             f"{len(seg.units):,} {_unit_word(parsed)}"
         )
-        _outline(out, seg.headings)
+        outline = _Bounded(out.room() * 3 // 5 if seg.line_starts else out.room())  # leave room for lines
+        _outline(outline, seg.headings)
+        for line in outline.lines:
+            out.add(line)
         _first_lines(out, text, seg.line_starts)
         return out.text()
 
@@ -184,7 +186,7 @@ def _index(parsed: Parsed) -> UnitIndex:
 
 def _scope(parsed: Parsed) -> Scope:
     units = len(_seg(parsed).units)
-    return Scope(units, "sentences", "bm25+neighbours", len(parsed.full_view))
+    return Scope(units, _unit_word(parsed), "bm25+neighbours", len(parsed.full_view))
 
 
 def _unit_word(parsed: Parsed) -> str:
@@ -357,13 +359,13 @@ def _outline(out: _Bounded, headings: Sequence[Heading]) -> None:
     for h in headings[:PREVIEW_HEADINGS]:
         rest = len(headings) - shown - 1
         line = f"{'  ' * h.level}L{h.line} {'#' * h.level} {h.title}"[:PREVIEW_LINE_CHARS]
-        if rest and out.room() - len(line) - 1 < len(f"  … {rest} more"):
+        if rest and out.room() - len(line) - 1 < len(f"  … {rest} more headings"):
             break
         if not out.add(line):
             break
         shown += 1
     if shown < len(headings):
-        out.add(f"  … {len(headings) - shown} more")
+        out.add(f"  … {len(headings) - shown} more headings")
 
 
 def _first_lines(out: _Bounded, text: str, starts: Sequence[int]) -> None:

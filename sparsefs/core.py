@@ -37,6 +37,8 @@ from sparsefs.virtual import VirtualFile, VirtualMemo, virtual_ino
 _HANDLE_BASE = 1 << 40
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _CONTROL_PREFIX = "/" + CONTROL_DIR
+MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
+_NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name longer than the source fs allows may be virtual
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,9 @@ class Core:
         rel = relative(path)
         try:
             return StatResult.from_os(self.root.lstat(rel)).as_dict()
-        except FileNotFoundError:
+        except OSError as err:
+            if err.errno not in _NOT_REAL:
+                raise
             return self._virtual_attr(rel)
 
     def readdir(self, path: str) -> list[tuple[str, int, int]]:
@@ -136,7 +140,9 @@ class Core:
         rel = relative(path)
         try:
             return OpenResult(self.root.open_file(rel, flags & ~os.O_CREAT), direct_io=False)
-        except FileNotFoundError:
+        except OSError as err:
+            if err.errno not in _NOT_REAL:
+                raise
             return self._open_virtual(rel, flags)
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
@@ -259,6 +265,9 @@ class Core:
 
     def _virtual(self, rel: str) -> VirtualFile:
         parent, _, name = rel.rpartition("/")
+        size = len(os.fsencode(name))
+        if size > MAX_VIRTUAL_NAME_BYTES or ("@" not in name and size > 255):
+            raise OSError(errno.ENAMETOOLONG, "name too long")
         if "@" not in name:
             raise OSError(errno.ENOENT, "no such file")
         try:

@@ -18,6 +18,7 @@ import mfusepy
 
 from sparsefs.core import Core
 from sparsefs.errors import to_errno
+from sparsefs.mounts import find_mount
 from sparsefs.rootfs import UTIME_NOW, UTIME_OMIT
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,11 +28,15 @@ MOUNT_OPTIONS: dict[str, Any] = {
     "attr_timeout": 5,
     "entry_timeout": 5,
     "negative_timeout": 0,
+    "max_threads": 16,
     "use_ino": True,
     "hard_remove": True,
     "fsname": "sparsefs",
     "subtype": "sparsefs",
 }
+
+
+_LOOP_ENDED_BY_SIGNAL = 8
 
 
 def guarded(method: F) -> F:
@@ -209,4 +214,10 @@ def serve(core: Core, mountpoint: str, allow_other: bool = False) -> None:
     options = dict(MOUNT_OPTIONS)
     if allow_other:
         options.update(allow_other=True, default_permissions=True)
-    _Fuse(MfusepyOperations(core), mountpoint, raw_fi=True, foreground=True, **options)
+    try:
+        _Fuse(MfusepyOperations(core), mountpoint, raw_fi=True, foreground=True, **options)
+    except RuntimeError as err:
+        # libfuse's fuse_main answers 8 when its loop was ended by SIGINT/SIGTERM/SIGHUP; the
+        # unmount already happened then. Anything else (or a mount still present) is a failure.
+        if err.args != (_LOOP_ENDED_BY_SIGNAL,) or find_mount(mountpoint):
+            raise

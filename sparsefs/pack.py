@@ -15,6 +15,7 @@ class EvidenceOut(BaseModel):
     """One anchored passage, verbatim from the full view."""
 
     anchor: str
+    span: tuple[int, int] | None = None
     lines: tuple[int, int] | None = None
     heading: str | None = None
     slots: list[int] = Field(default_factory=list)

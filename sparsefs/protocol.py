@@ -200,7 +200,7 @@ def _exposure(pack_chars: int, episode: Episode | None, length: int) -> Exposure
 def _evidence_out(item: EvidenceItem) -> EvidenceOut:
     a = item.anchor
     lines = (a.line_start, a.line_end) if a.line_start is not None and a.line_end is not None else None
-    return EvidenceOut(anchor=a.label, lines=lines, heading=a.heading, slots=list(item.slots), text=item.text)
+    return EvidenceOut(anchor=a.label, span=(a.char_start, a.char_end), lines=lines, heading=a.heading, slots=list(item.slots), text=item.text)
 
 
 def _scope_out(batch: Batch) -> ScopeOut:

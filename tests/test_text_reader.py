@@ -8,6 +8,7 @@ import pickle
 import re
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -250,6 +251,25 @@ def test_long_line_is_split_at_spaces() -> None:
     assert all(text[s - 1] == " " for s, _ in seg.units[1:])
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "." * 300_000 + "x",
+        "# x" + " " * 300_000 + "y\n",
+        "- " + " \t" * 150_000 + "\n",
+        "word" * 100_000,
+        "a\n" * 150_000,
+        "`" * 300_000,
+    ],
+    ids=["dots", "heading-spaces", "list-spaces", "no-spaces", "short-lines", "backticks"],
+)
+def test_segmentation_is_linear_on_adversarial_text(text: str) -> None:
+    started = time.perf_counter()
+    seg = segment(text, prose=True, markdown=True)
+    assert time.perf_counter() - started < 1.0
+    _check_units(text, seg.units)
+
+
 def test_markdown_headings_skip_fenced_code(reader: TextReader) -> None:
     parsed = _parse(reader, MARKDOWN, "README.md")
     headings = parsed.data["segmentation"].headings
@@ -290,15 +310,15 @@ def test_passages_are_exact_slices_with_right_lines(reader: TextReader, covid: d
         assert all(e < s for e, s in zip(ends, starts[1:], strict=False))  # disjoint, not adjacent
 
 
-@pytest.mark.parametrize("max_chars", [300, 800, 1500, 4000])
+@pytest.mark.parametrize("max_chars", [100, 300, 800, 1500, 4000])
 def test_exposure_stays_near_the_budget(reader: TextReader, covid: dict[str, Parsed], max_chars: int) -> None:
     totals = []
     for q in _questions():
         batch = _ask(reader, covid[q["doc_id"]], q["question"], max_chars=max_chars)
         total = sum(len(it.text) for it in batch.items)
-        assert total <= max_chars + UNIT_CAP
+        assert total <= max(max_chars, UNIT_CAP)  # only a first unit may exceed a tiny budget
         totals.append(total)
-    assert statistics.median(totals) >= 0.8 * max_chars
+    assert statistics.median(totals) >= 0.8 * max_chars or max_chars < UNIT_CAP
 
 
 def test_no_passage_overlaps_an_excluded_span(reader: TextReader, covid: dict[str, Parsed]) -> None:
@@ -312,6 +332,42 @@ def test_no_passage_overlaps_an_excluded_span(reader: TextReader, covid: dict[st
         for item in second.items:
             a = item.anchor
             assert all(a.char_end <= lo or hi <= a.char_start for lo, hi in shown)
+
+
+_WORDS = ["Virus", "cell", "genome", "size", "kb", "vaccine", "trial", "fever", "R0"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(st.sampled_from([*_WORDS, ".", ".\n", "\n\n", "# ", "\n## H\n", "```\n"]), max_size=300),
+    query=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4),
+    exclude=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 300)), max_size=4),
+    max_chars=st.integers(1, 1200),
+    k=st.one_of(st.none(), st.integers(0, 4)),
+)
+def test_locate_property(
+    reader: TextReader,
+    words: list[str],
+    query: list[str],
+    exclude: list[tuple[int, int]],
+    max_chars: int,
+    k: int | None,
+) -> None:
+    text = " ".join(words)
+    parsed = _parse(reader, text, "p.md")
+    spans = [(lo, lo + n) for lo, n in exclude]
+    slots = (" ".join(query), query[0])
+    batch = reader.locate(parsed, ReadIntent("; ".join(slots), slots), max_chars, spans, k)
+    assert len(batch.coverage) == 2
+    assert k is None or len(batch.items) <= k
+    assert sum(len(it.text) for it in batch.items) <= max(max_chars, UNIT_CAP)
+    for item in batch.items:
+        a = item.anchor
+        assert item.text == text[a.char_start : a.char_end] and item.text.strip() == item.text
+        assert all(a.char_end <= lo or hi <= a.char_start for lo, hi in spans if hi > lo)
+        assert item.slots and set(item.slots) <= {0, 1}
+    for cov in batch.coverage:
+        assert cov.status == "unresolved" or set(cov.anchors) <= {it.anchor.label for it in batch.items}
 
 
 def test_k_caps_the_number_of_passages(reader: TextReader, covid: dict[str, Parsed]) -> None:
@@ -442,6 +498,16 @@ def test_bad_anchors(reader: TextReader, anchor: str, hint: str) -> None:
     with pytest.raises(BadAnchor) as err:
         reader.focus(parsed, anchor)
     assert hint in err.value.hint
+
+
+def test_focus_on_crlf_text(reader: TextReader) -> None:
+    text = "first\r\nsecond line\r\nthird\r\n"
+    parsed = _parse(reader, text)
+    (item,) = reader.focus(parsed, "L2-3").items
+    assert item.text == "second line\r\nthird"
+    assert item.text == text[item.anchor.char_start : item.anchor.char_end]
+    with pytest.raises(BadAnchor, match="outside"):
+        reader.focus(parsed, "L4")
 
 
 def test_bad_anchor_without_headings_or_lines(reader: TextReader) -> None:

@@ -1,0 +1,85 @@
+"""The CLI: background mount, umount, doctor, signals, refusals, demo."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from sparsefs import mounts
+from tests import mountutil
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sparsefs", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_background_mount_then_umount(workspace: Path, tmp_path: Path) -> None:
+    mnt = tmp_path / "view"
+    mnt.mkdir()
+    result = run_cli("mount", str(workspace), str(mnt), "--state-dir", str(tmp_path / "state"))
+    try:
+        assert result.returncode == 0, result.stderr
+        assert mounts.is_sparsefs_mount(mnt) and (mnt / ".sparsefs" / "ready").exists()
+        pid = mounts.daemon_pid(mnt)
+        assert pid is not None
+        result = run_cli("umount", str(mnt))
+        assert result.returncode == 0, result.stderr
+        assert not mounts.find_mount(mnt) and mounts.wait_exit(pid, 5)
+    finally:
+        if mounts.find_mount(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], timeout=10, check=False)
+
+
+def test_sigterm_and_sigint_unmount_cleanly(workspace: Path, tmp_path: Path) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        mount = mountutil.start(workspace, None, tmp_path / f"state-{sig}")
+        try:
+            os.kill(mount.process.pid, sig)
+            assert mount.process.wait(timeout=10) == 0
+            assert not mounts.find_mount(workspace)
+        finally:
+            mountutil.stop(mount)
+
+
+def test_refuses_a_mountpoint_inside_the_source(workspace: Path) -> None:
+    inner = workspace / "nested"
+    result = run_cli("mount", str(workspace), str(inner))
+    assert result.returncode == 2 and "inside the source" in result.stderr
+
+
+def test_refuses_a_missing_source(tmp_path: Path) -> None:
+    result = run_cli("mount", str(tmp_path / "missing"))
+    assert result.returncode == 2 and "not a directory" in result.stderr
+
+
+def test_umount_of_something_not_mounted(tmp_path: Path) -> None:
+    result = run_cli("umount", str(tmp_path))
+    assert result.returncode == 1 and "not mounted" in result.stderr
+
+
+def test_doctor_reports_each_check() -> None:
+    result = run_cli("doctor")
+    assert result.returncode == 0, result.stdout
+    for name in ("/dev/fuse", "libfuse3", "fusermount3", "permissions", "mfusepy"):
+        assert f"] {name}:" in result.stdout
+
+
+def test_every_command_is_documented_in_help_and_readme() -> None:
+    from sparsefs.cli import build_parser
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    help_text = run_cli("--help").stdout
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for command in sub.choices:  # type: ignore[union-attr]
+        assert command in help_text and f"sparsefs {command}" in readme, command
+
+
+def test_demo_runs_end_to_end() -> None:
+    result = run_cli("demo", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "48.2 million" in result.stdout and "packs_served" in result.stdout
+    assert "unmounted" in result.stdout

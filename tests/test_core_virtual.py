@@ -1,0 +1,213 @@
+"""Virtual paths through the operations core, without FUSE (same code the mount runs)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sparsefs.core import Core
+from sparsefs.pack import EvidencePack
+from sparsefs.rootfs import SourceRoot
+from sparsefs.stats import Stats
+from tests.conftest import DEMO
+
+REPORT = "annual-report.md"
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> Iterator[Core]:
+    src = tmp_path / "src"
+    shutil.copytree(DEMO, src)
+    root = SourceRoot.open(str(src))
+    stats = Stats(tmp_path / "state" / "log.jsonl")
+    yield Core(root, stats)
+    stats.close()
+    root.close()
+
+
+def read_virtual(core: Core, path: str) -> bytes:
+    """stat, open, read in 4 KiB pieces, release — like cat does."""
+    size = core.getattr(path)["st_size"]
+    handle = core.open(path, os.O_RDONLY)
+    assert handle.direct_io
+    chunks, offset = [], 0
+    while chunk := core.read(path, 4096, offset, handle.fh):
+        chunks.append(chunk)
+        offset += len(chunk)
+    core.release(path, handle.fh)
+    data = b"".join(chunks)
+    assert len(data) == size, "stat size must equal the bytes read returns"
+    return data
+
+
+def pack_json(core: Core, path: str) -> EvidencePack:
+    return EvidencePack.model_validate(orjson.loads(read_virtual(core, path + "&format=json")))
+
+
+def test_intent_returns_anchored_evidence_far_smaller_than_the_file(core: Core) -> None:
+    pack = pack_json(core, f"/{REPORT}@intent=R&D expenses 2023; headcount at year end")
+    assert pack.decision == "sparse" and pack.slots == ["R&D expenses 2023", "headcount at year end"]
+    text = " ".join(item.text for item in pack.evidence)
+    assert "48.2 million" in text and "1,184" in text
+    assert [c.status for c in pack.coverage] == ["matched", "matched"]
+    full = (Path(core_src(core)) / REPORT).read_text()
+    for item in pack.evidence:
+        assert item.text in full and item.anchor.startswith("L")
+    assert pack.exposure.pack_chars < len(full) / 5
+    assert pack.exposure.full_view_chars == len(full)
+
+
+def core_src(core: Core) -> str:
+    return os.readlink(f"/proc/self/fd/{core.root.fd}")
+
+
+def test_rereading_the_same_path_is_not_admitted_again(core: Core) -> None:
+    path = f"/{REPORT}@intent=risk factors supply chain"
+    first = read_virtual(core, path)
+    exposed = core.stats.snapshot()["chars_exposed"]
+    assert read_virtual(core, path) == first
+    assert core.stats.snapshot()["chars_exposed"] == exposed
+    assert core.stats.snapshot()["packs_served"] == 1
+
+
+def test_refine_never_reexposes_a_span_and_budget_never_exceeds_2l(core: Core) -> None:
+    seen: list[tuple[int, int]] = []
+    pack = pack_json(core, f"/{REPORT}@intent=robots warehouse customers")
+    length = pack.exposure.full_view_chars
+    delivered = pack.exposure.pack_chars
+    seen.extend(item.span for item in pack.evidence if item.span)
+    for round_ in range(60):
+        pack = pack_json(core, f"/{REPORT}@refine=robots warehouse customers {round_}")
+        delivered += pack.exposure.pack_chars
+        if pack.decision != "sparse":
+            break
+        spans = [item.span for item in pack.evidence if item.span]
+        assert not any(a < d and c < b for a, b in spans for c, d in seen), "a span was exposed twice"
+        seen.extend(spans)
+        assert pack.exposure.episode_exposed <= length
+    assert pack.decision in ("fallback", "sparse")
+    assert delivered <= 2 * length
+
+
+def test_small_file_is_native_fit(core: Core) -> None:
+    pack = pack_json(core, "/notes.txt@intent=decisions")
+    notes = (Path(core_src(core)) / "notes.txt").read_text()
+    assert pack.decision == "native-fit" and pack.full_view == notes
+
+
+def test_scout_is_bounded_and_not_charged(core: Core) -> None:
+    pack = pack_json(core, f"/{REPORT}@scout")
+    assert pack.decision == "preview" and pack.preview and len(pack.preview) <= 2000
+    assert pack.exposure.episode_exposed == 0
+    assert "Research and development" in pack.preview
+
+
+def test_full_is_faithful_and_closes_the_episode(core: Core) -> None:
+    pack = pack_json(core, f"/{REPORT}@full")
+    assert pack.full_view == (Path(core_src(core)) / REPORT).read_text()
+    assert "episode-closed" in pack.flags
+
+
+def test_raw_serves_original_bytes(core: Core) -> None:
+    assert read_virtual(core, f"/{REPORT}@raw") == (Path(core_src(core)) / REPORT).read_bytes()
+
+
+def test_focus_by_lines_and_heading(core: Core) -> None:
+    pack = pack_json(core, f"/{REPORT}@focus=L1-3")
+    assert pack.evidence[0].lines == (1, 3)
+    pack = pack_json(core, f"/{REPORT}@focus=%23Employees and headcount")
+    assert "1,184" in pack.evidence[0].text
+
+
+@pytest.mark.parametrize(
+    ("suffix", "expected"),
+    [
+        ("@frobnicate=x", "unknown action"),
+        ("@intent=50%zz", "%"),
+        ("@focus=L9000-9100", "lines"),
+        ("@focus=#No such heading", "heading"),
+    ],
+)
+def test_bad_requests_read_as_error_packs(core: Core, suffix: str, expected: str) -> None:
+    text = read_virtual(core, f"/{REPORT}{suffix}").decode()
+    assert "## Error" in text and expected.lower() in text.lower()
+
+
+def test_intent_on_a_binary_file_is_an_error_pack(core: Core) -> None:
+    (Path(core_src(core)) / "blob.bin").write_bytes(bytes(range(256)) * 64)
+    text = read_virtual(core, "/blob.bin@intent=anything").decode()
+    assert "## Error" in text and "@raw" in text
+
+
+def test_missing_base_is_enoent(core: Core) -> None:
+    with pytest.raises(FileNotFoundError):
+        core.getattr("/missing.md@intent=x")
+
+
+def test_real_name_with_at_sign_wins(core: Core) -> None:
+    (Path(core_src(core)) / "a@intent=x").write_text("real file\n")
+    assert core.getattr("/a@intent=x")["st_size"] == len("real file\n")
+
+
+def test_name_at_the_255_byte_limit(core: Core) -> None:
+    name = "n" * 251 + ".txt"
+    (Path(core_src(core)) / name).write_text("tiny\n" * 2000)
+    assert core.getattr(f"/{name}")["st_size"] == 10_000
+    assert b"## Evidence" in read_virtual(core, f"/{name}@intent=tiny")
+
+
+def test_base_deleted_between_stat_and_read(core: Core) -> None:
+    path = f"/{REPORT}@intent=outlook"
+    core.getattr(path)
+    os.unlink(Path(core_src(core)) / REPORT)
+    with pytest.raises(FileNotFoundError):
+        core.open(path, os.O_RDONLY)
+
+
+def test_symlink_out_of_the_root_is_never_served(core: Core, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET " * 1000)
+    os.symlink(secret, Path(core_src(core)) / "escape.txt")
+    text = read_virtual(core, "/escape.txt@intent=secret").decode()
+    assert "TOP-SECRET" not in text and "outside" in text
+    with pytest.raises(OSError) as raised:
+        core.open("/escape.txt@raw", os.O_RDONLY)
+    assert raised.value.errno == errno.EXDEV
+    with pytest.raises(OSError):
+        core.getattr("/../secret.txt")
+
+
+def test_control_tree_is_read_only_and_logs_every_pack(core: Core) -> None:
+    read_virtual(core, f"/{REPORT}@intent=gross margin")
+    with pytest.raises(OSError) as raised:
+        core.open("/.sparsefs/stats.json", os.O_WRONLY)
+    assert raised.value.errno == errno.EROFS
+    stats = orjson.loads(read_virtual(core, "/.sparsefs/stats.json"))
+    assert stats["packs_served"] == 1 and stats["chars_exposed"] > 0
+    log = [orjson.loads(line) for line in read_virtual(core, "/.sparsefs/log.jsonl").splitlines()]
+    assert log[-1]["action"] == "intent" and log[-1]["decision"] == "sparse" and log[-1]["E"] == log[-1]["exposed"]
+    episode_files = [name for name, _, _ in core.readdir("/.sparsefs/episodes") if name.endswith(".json")]
+    episode = orjson.loads(read_virtual(core, f"/.sparsefs/episodes/{episode_files[0]}"))
+    assert episode["exposed_sparse"] == log[-1]["E"] and episode["objective"] == "gross margin"
+
+
+def test_virtual_paths_never_appear_in_readdir(core: Core) -> None:
+    read_virtual(core, f"/{REPORT}@intent=outlook")
+    names = [name for name, _, _ in core.readdir("/")]
+    assert not any("@" in name for name in names) and ".sparsefs" in names
+
+
+def test_change_of_artifact_starts_a_new_episode_and_is_flagged(core: Core) -> None:
+    first = pack_json(core, f"/{REPORT}@intent=outlook 2024")
+    with open(Path(core_src(core)) / REPORT, "a") as f:
+        f.write("\nAn appended paragraph about the outlook for 2024 and beyond.\n")
+    core.on_source_change(REPORT)
+    second = pack_json(core, f"/{REPORT}@intent=outlook 2024")
+    assert second.episode != first.episode and second.fingerprint != first.fingerprint
+    assert "artifact-changed-since-last-read" in second.flags

@@ -1,0 +1,86 @@
+"""Evidence reads through a real mount, with real clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests import mountutil
+from tests.test_mount_clients import sh
+
+Mount = mountutil.Mount
+INTENT = "annual-report.md@intent=R&D expenses 2023; headcount at year end"
+
+
+def test_cat_python_and_head_agree_on_a_pack(mirror: Mount) -> None:
+    path = mirror.mountpoint / INTENT
+    via_cat = sh(["cat", str(path)]).encode()
+    assert path.read_bytes() == via_cat
+    assert path.stat().st_size == len(via_cat)
+    assert sh(["head", "-c", "200", str(path)]).encode() == via_cat[:200]
+    assert b"48.2 million" in via_cat and b"1,184" in via_cat
+    assert len(via_cat) < 6000 < (mirror.source / "annual-report.md").stat().st_size
+
+
+def test_shell_quoting_percent_encoding_and_json(mirror: Mount) -> None:
+    out = sh("cat 'annual-report.md@intent=revenue 2023 %2F 2022&format=json'", cwd=mirror.mountpoint)
+    pack = json.loads(out)
+    assert pack["intent"] == "revenue 2023 / 2022" and pack["decision"] == "sparse"
+
+
+def test_virtual_paths_are_invisible_to_ls_find_grep(mirror: Mount) -> None:
+    (mirror.mountpoint / INTENT).read_bytes()
+    assert "@" not in sh(["ls", "-a"], cwd=mirror.mountpoint)
+    assert "@" not in sh(["find", "."], cwd=mirror.mountpoint)
+    assert "@" not in sh(["grep", "-rl", "--exclude-dir=.sparsefs", "million", "."], cwd=mirror.mountpoint)
+
+
+def test_pack_follows_a_write_through_the_mount(mirror: Mount) -> None:
+    path = mirror.mountpoint / "annual-report.md@intent=zeppelin fleet"
+    before = path.read_text()
+    with open(mirror.mountpoint / "annual-report.md", "a") as f:
+        f.write("\n## Zeppelin fleet\nThe zeppelin fleet grew to 14 airships in 2023.\n")
+    after = path.read_text()
+    assert "14 airships" in after and "14 airships" not in before
+    assert path.stat().st_size == len(after.encode())
+
+
+def test_pack_follows_an_outside_change_in_mirror_mode(mirror: Mount) -> None:
+    path = mirror.mountpoint / "annual-report.md@intent=zeppelin fleet"
+    path.read_text()
+    with open(mirror.source / "annual-report.md", "a") as f:
+        f.write("\n## Zeppelin fleet\nThe zeppelin fleet grew to 14 airships in 2023.\n")
+    assert mountutil.wait_for(lambda: "14 airships" in path.read_text(), timeout=3)
+    text = path.read_text()
+    assert path.stat().st_size == len(text.encode())
+
+
+def test_error_packs_keep_the_mount_alive(mirror: Mount) -> None:
+    mnt = mirror.mountpoint
+    assert "unknown action" in (mnt / "annual-report.md@bogus").read_text().lower()
+    assert "Error" in (mnt / "annual-report.md@focus=L99999").read_text()
+    result = subprocess.run(["cat", str(mnt / "nope.md@intent=x")], capture_output=True, text=True, timeout=10)
+    assert result.returncode != 0 and "No such file" in result.stderr
+    fits = "robots " * 140  # ~1,000 bytes: a few sentences fit in one component
+    assert "## Evidence" in (mnt / f"annual-report.md@intent={fits}").read_text()
+    result = subprocess.run(["cat", f"{mnt}/annual-report.md@intent={'x' * 1500}"], capture_output=True,
+                            text=True, timeout=10)
+    assert "too long" in result.stderr.lower()
+    assert (mnt / "notes.txt").read_text()
+
+
+def test_control_tree_with_shell_commands(mirror: Mount) -> None:
+    mnt = mirror.mountpoint
+    (mnt / INTENT).read_bytes()
+    stats = json.loads(sh(["cat", str(mnt / ".sparsefs" / "stats.json")]))
+    assert stats["packs_served"] >= 1 and stats["chars_exposed"] > 0 and stats["plain_bytes_read"] >= 0
+    log_lines = sh(["tail", "-n", "1", str(mnt / ".sparsefs" / "log.jsonl")])
+    assert json.loads(log_lines)["intent"] == "R&D expenses 2023; headcount at year end"
+    assert any(name.endswith(".json") for name in os.listdir(mnt / ".sparsefs" / "episodes"))
+    assert "@intent=" in sh(["cat", str(mnt / ".sparsefs" / "SKILL.md")])
+    copied = mirror.state_dir / "stats-copy.json"
+    shutil.copyfile(mnt / ".sparsefs" / "stats.json", copied)
+    assert json.loads(copied.read_text())["packs_served"] >= 1
