@@ -14,10 +14,10 @@ All functions are pure: they take a :class:`Budget` and return a new one.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 
 
-class Decision(str, Enum):
+class Decision(StrEnum):
     """What the Gate does with a request or a batch."""
 
     NATIVE_FIT = "native-fit"

@@ -378,7 +378,8 @@ def _join(parent: str, name: str) -> str:
 
 def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:
     return {
-        "st_mode": mode, "st_ino": ino, "st_nlink": nlink, "st_size": size, "st_uid": like.st_uid, "st_gid": like.st_gid,
+        "st_mode": mode, "st_ino": ino, "st_nlink": nlink, "st_size": size,
+        "st_uid": like.st_uid, "st_gid": like.st_gid,
         "st_atime": like.st_atime_ns, "st_mtime": like.st_mtime_ns, "st_ctime": like.st_ctime_ns,
         "st_blksize": 4096, "st_blocks": (size + 511) // 512,
     }

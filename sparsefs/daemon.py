@@ -14,6 +14,7 @@ from sparsefs.core import Core
 from sparsefs.mounts import find_mount, is_stale
 from sparsefs.rootfs import SourceRoot
 from sparsefs.stats import Stats
+from sparsefs.watcher import SourceWatcher
 
 log = logging.getLogger("sparsefs")
 
@@ -39,7 +40,7 @@ class MountPlan:
 
 def default_state_dir(source: Path) -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "sparsefs" / xxhash.xxh64_hexdigest(str(source))
+    return base / "sparsefs" / xxhash.xxh64_hexdigest(os.fsencode(source))
 
 
 def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool) -> MountPlan:
@@ -88,11 +89,9 @@ def run(plan: MountPlan) -> int:
     return 0
 
 
-def _start_watcher(plan: MountPlan, core: Core) -> object | None:
+def _start_watcher(plan: MountPlan, core: Core) -> SourceWatcher | None:
     if not plan.watch:
         return None
-    from sparsefs.watcher import SourceWatcher
-
     # In place, the source path is our own mount: watch the hidden tree through the fd.
     path = f"/proc/{os.getpid()}/fd/{core.root.fd}" if plan.in_place else str(plan.source)
     try:

@@ -56,7 +56,7 @@ def check_permissions() -> Check:
 def check_allow_other() -> Check:
     conf = Path("/etc/fuse.conf")
     enabled = conf.exists() and any(line.strip() == "user_allow_other" for line in conf.read_text().splitlines())
-    detail = "user_allow_other set" if enabled else "user_allow_other not set (only needed for --allow-other as non-root)"
+    detail = "user_allow_other set" if enabled else "user_allow_other not set (needed for --allow-other as non-root)"
     return Check("/etc/fuse.conf", True, detail, "" if enabled else "echo user_allow_other >> /etc/fuse.conf",
                  required=False)
 
@@ -94,7 +94,7 @@ def run_checks(out: TextIO) -> int:
     for check in (fn() for fn in CHECKS):
         mark = "ok" if check.ok else ("FAIL" if check.required else "warn")
         out.write(f"[{mark:>4}] {check.name}: {check.detail}\n")
-        if check.fix and not check.ok or check.fix and not check.required:
+        if (check.fix and not check.ok) or (check.fix and not check.required):
             out.write(f"       fix: {check.fix}\n")
         failed |= check.required and not check.ok
     out.write("all required checks passed\n" if not failed else "some required checks failed\n")

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def is_stale(mountpoint: str | Path) -> bool:
     return False
 
 
-def wait_ready(mountpoint: str | Path, timeout: float, alive: callable = lambda: True) -> bool:  # type: ignore[valid-type]
+def wait_ready(mountpoint: str | Path, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
     """Poll until the mount table shows us and .sparsefs/ready reads back."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

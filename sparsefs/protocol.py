@@ -11,14 +11,14 @@ import threading
 from dataclasses import dataclass
 
 from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
-from readers.base import Batch, EvidenceItem, ReadIntent, ReaderError, SlotCoverage
+from readers.base import Batch, EvidenceItem, ReaderError, ReadIntent, SlotCoverage
 from sparsefs.artifacts import Artifact, ArtifactCache
 from sparsefs.episodes import Episode, EpisodeStore
 from sparsefs.grammar import VirtualRequest
 from sparsefs.pack import (
     CoverageOut,
-    EvidenceOut,
     ErrorOut,
+    EvidenceOut,
     EvidencePack,
     ExposureOut,
     ScopeOut,
@@ -64,7 +64,7 @@ class Protocol:
         if request.action == "scout" and not self._fits_natively(artifact):
             return self._preview(artifact, request, changed)
         if request.action in SPARSE_ACTIONS and request.argument is None:
-            return self._preview(artifact, request, changed + ["underspecified-intent"])
+            return self._preview(artifact, request, [*changed, "underspecified-intent"])
         episode = self.episodes.ensure(
             artifact.rel, artifact.fingerprint, request.action, request.argument or "",
             len(artifact.parsed.full_view),
@@ -99,12 +99,12 @@ class Protocol:
         except ReaderError as err:
             return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
         if "no-content-words" in batch.flags and request.action != "focus":
-            return self._preview(artifact, request, flags + ["underspecified-intent"])
+            return self._preview(artifact, request, [*flags, "underspecified-intent"])
         items = [_evidence_out(item) for item in batch.items]
         payload = render_evidence(items)
         admission = admit_batch(episode.budget, len(payload))
         if admission.decision is not Decision.ADMIT:
-            return self._fallback(artifact, request, episode, admission, flags + ["batch-over-budget"])
+            return self._fallback(artifact, request, episode, admission, [*flags, "batch-over-budget"])
         episode.budget = admission.budget
         _record(episode, batch)
         pack = self._pack(artifact, request, episode, "sparse", flags + list(batch.flags))
@@ -143,7 +143,7 @@ class Protocol:
         decision = {"native-fit": "native-fit", "full view requested": "full"}.get(reason, "fallback")
         if admission.decision is Decision.REUSE_FULL_VIEW:
             decision = "reuse-full-view"
-        pack = self._pack(artifact, request, episode, decision, flags + ["episode-closed"])
+        pack = self._pack(artifact, request, episode, decision, [*flags, "episode-closed"])
         pack.full_view = artifact.parsed.full_view
         pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=reason)
         pack.exposure = _exposure(admission.delivered_chars, episode, len(artifact.parsed.full_view))
@@ -200,7 +200,10 @@ def _exposure(pack_chars: int, episode: Episode | None, length: int) -> Exposure
 def _evidence_out(item: EvidenceItem) -> EvidenceOut:
     a = item.anchor
     lines = (a.line_start, a.line_end) if a.line_start is not None and a.line_end is not None else None
-    return EvidenceOut(anchor=a.label, span=(a.char_start, a.char_end), lines=lines, heading=a.heading, slots=list(item.slots), text=item.text)
+    return EvidenceOut(
+        anchor=a.label, span=(a.char_start, a.char_end), lines=lines, heading=a.heading,
+        slots=list(item.slots), text=item.text,
+    )
 
 
 def _scope_out(batch: Batch) -> ScopeOut:

@@ -27,7 +27,7 @@ def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) 
         return [f"{command(name, 'intent=<what you need; a second need>')}", full]
     view = artifact.parsed.full_view
     last_line = max(1, view.count("\n") + (0 if view.endswith("\n") else 1))
-    return _after_evidence(name, pack, last_line) + [full]
+    return [*_after_evidence(name, pack, last_line), full]
 
 
 def _after_evidence(name: str, pack: EvidencePack, last_line: int) -> list[str]:

@@ -36,7 +36,7 @@ class _Handler(FileSystemEventHandler):
             return
         try:
             self.on_change("" if rel == "." else rel)
-        except Exception:  # noqa: BLE001 - a failed invalidation must not stop the watcher
+        except Exception:
             log.exception("invalidation failed for %s", rel)
 
 

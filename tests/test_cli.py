@@ -83,3 +83,11 @@ def test_demo_runs_end_to_end() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "48.2 million" in result.stdout and "packs_served" in result.stdout
     assert "unmounted" in result.stdout
+
+
+def test_default_state_dir_is_outside_the_source(workspace: Path) -> None:
+    from sparsefs.daemon import plan_mount
+
+    plan = plan_mount(str(workspace), None, None, allow_other=False)
+    assert plan.in_place and not plan.state_dir.is_relative_to(workspace)
+    assert plan.state_dir.name == plan_mount(str(workspace), None, None, False).state_dir.name

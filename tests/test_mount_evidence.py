@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 from tests import mountutil
 from tests.test_mount_clients import sh

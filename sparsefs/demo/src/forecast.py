@@ -36,5 +36,5 @@ def midpoint(low: float, high: float) -> float:
 if __name__ == "__main__":
     # Base-year revenue in USD millions and a made-up three-year outlook.
     outlook = [midpoint(0.22, 0.27), 0.20, 0.18]
-    for year, value in zip(range(2024, 2027), forecast_revenue(286.4, outlook)):
+    for year, value in zip(range(2024, 2027), forecast_revenue(286.4, outlook), strict=False):
         print(f"{year}: ${value:,.1f}M")
