@@ -74,14 +74,41 @@ class ArtifactCache:
         self._parsed: OrderedDict[tuple[str, str], Parsed] = OrderedDict()
         self._parsed_chars = 0
         self._dirty: set[str] = set()
+        self._readers: dict[str, Reader] = {}
         self._lock = threading.Lock()
         self.parses = 0
 
     def load(self, rel: str) -> Artifact:
-        data, key = self._read(rel)
-        fingerprint = self._fingerprint(key, data, fresh=self._take_dirty(rel))
+        """The parsed artifact; an unchanged, already parsed file is not even read."""
+        fd = open_confined(self.root, rel)
+        try:
+            st = os.fstat(fd)
+            _check_regular(st)
+            key, fresh = stat_key(st), self._take_dirty(rel)
+            warm = None if fresh else self._warm(rel, key)
+            if warm is not None:
+                return warm
+            data = _read_all(fd, st.st_size)
+        finally:
+            os.close(fd)
+        return self._build(rel, key, data, fresh)
+
+    def _warm(self, rel: str, key: StatKey) -> Artifact | None:
+        with self._lock:
+            fingerprint = self._fingerprints.get(key)
+            reader = self._readers.get(fingerprint) if fingerprint else None
+            parsed = self._parsed.get((fingerprint, reader.name)) if fingerprint and reader else None
+            if parsed is None or fingerprint is None or reader is None:
+                return None
+            self._parsed.move_to_end((fingerprint, reader.name))
+        return Artifact(rel, fingerprint, key, reader, parsed)
+
+    def _build(self, rel: str, key: StatKey, data: bytes, fresh: bool) -> Artifact:
+        fingerprint = self._fingerprint(key, data, fresh)
         reader = registry.select(os.path.basename(rel), data[:_HEAD_BYTES])
         parsed = self._parse(fingerprint, reader, os.path.basename(rel), data)
+        with self._lock:
+            self._readers[fingerprint] = reader
         return Artifact(rel, fingerprint, key, reader, parsed)
 
     def mark_dirty(self, rel: str) -> None:
@@ -96,15 +123,6 @@ class ArtifactCache:
                 self._dirty.discard(rel)
                 return True
             return False
-
-    def _read(self, rel: str) -> tuple[bytes, StatKey]:
-        fd = open_confined(self.root, rel)
-        try:
-            st = os.fstat(fd)
-            _check_regular(st)
-            return _read_all(fd, st.st_size), stat_key(st)
-        finally:
-            os.close(fd)
 
     def _fingerprint(self, key: StatKey, data: bytes, fresh: bool) -> str:
         with self._lock:

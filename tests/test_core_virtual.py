@@ -211,3 +211,15 @@ def test_change_of_artifact_starts_a_new_episode_and_is_flagged(core: Core) -> N
     second = pack_json(core, f"/{REPORT}@intent=outlook 2024")
     assert second.episode != first.episode and second.fingerprint != first.fingerprint
     assert "artifact-changed-since-last-read" in second.flags
+
+
+def test_a_second_read_of_the_same_file_does_not_reparse(core: Core) -> None:
+    read_virtual(core, f"/{REPORT}@intent=gross margin")
+    read_virtual(core, f"/{REPORT}@intent=board of directors")
+    read_virtual(core, f"/{REPORT}@scout")
+    assert core.artifacts.parses == 1
+    with open(Path(core_src(core)) / REPORT, "a") as f:
+        f.write("\nmore\n")
+    core.on_source_change(REPORT)
+    read_virtual(core, f"/{REPORT}@intent=board of directors")
+    assert core.artifacts.parses == 2

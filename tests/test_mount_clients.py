@@ -179,3 +179,19 @@ def test_sha256_of_every_shared_data_file_matches(data_mount: Mount) -> None:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_in_place_sees_changes_made_below_the_mount(workspace: Path, tmp_path: Path) -> None:
+    """A process that held the directory before mounting writes underneath; the mount follows."""
+    below = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    mount = mountutil.start(workspace, None, tmp_path / "state")
+    try:
+        assert (workspace / "notes.txt").read_text()
+        fd = os.open("notes.txt", os.O_WRONLY | os.O_TRUNC, dir_fd=below)
+        os.write(fd, b"rewritten below the mount\n")
+        os.close(fd)
+        expected = "rewritten below the mount\n"
+        assert mountutil.wait_for(lambda: (workspace / "notes.txt").read_text() == expected, timeout=2)
+    finally:
+        mountutil.stop(mount)
+        os.close(below)
