@@ -445,6 +445,13 @@ class Bench:
 
     def intent_round(self, rnd: int, intents: list[str], system: str) -> None:
         n = len(intents)
+        cold_label = "cold: first intent after a fresh mount"
+        warm_label = f"warm: another intent, same file (median of {n - 1})"
+        worst_label = f"warm: worst of {n - 1} intents"
+        for label in (cold_label, cold_label + " + drop_caches", warm_label, worst_label):
+            if label not in self.intent_results.order:
+                self.intent_results.order.append(label)
+                self.intent_results.rows[label] = {}
         names = [intent_name(intents[(rnd + i) % n]) for i in range(n)]
 
         def cat(root: Path, name: str) -> float:
@@ -455,7 +462,7 @@ class Bench:
 
         def cold_warm(drop: bool) -> Callable[[Path], None]:
             def go(root: Path) -> None:
-                label = "cold: first intent after a fresh mount"
+                label = cold_label
                 if drop:
                     drop_caches()
                     label += " + drop_caches"
@@ -465,9 +472,8 @@ class Bench:
                     log(f"  r{rnd} intent {system:17s} cold+drop {cold:.3f}s")
                     return
                 warm = [cat(root, name) for name in names[1:]]
-                self.intent_results.add(f"warm: another intent, same file (median of {n - 1})", system,
-                                        statistics.median(warm))
-                self.intent_results.add(f"warm: worst of {n - 1} intents", system, max(warm))
+                self.intent_results.add(warm_label, system, statistics.median(warm))
+                self.intent_results.add(worst_label, system, max(warm))
                 log(f"  r{rnd} intent {system:17s} cold {cold:.3f}s warm median {statistics.median(warm) * 1000:.1f} ms"
                     f" max {max(warm) * 1000:.1f} ms")
             return go
@@ -544,9 +550,21 @@ def machine_facts() -> str:
                           check=False).stdout.strip().split()[-1:]
     fstype = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,SOURCE", "-T", str(BENCH_ROOT)], capture_output=True,
                             text=True, timeout=10, check=False).stdout.strip()
+    fstype = " ".join(fstype.split())
     return (f"nproc {os.cpu_count()} ({cpu}), {mem_kb / 1024 / 1024:.0f} GiB RAM, kernel {platform.release()}, "
             f"Python {py[0] if py else '?'}, mfusepy {py[1] if len(py) > 1 else '?'}, "
             f"libfuse {fuse[0] if fuse else '?'}, data on {fstype or '?'}")
+
+
+def code_version() -> str:
+    """The commit measured, and which code directories had uncommitted changes."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30,
+                              check=False).stdout.rstrip("\n")
+    head = git("rev-parse", "--short", "HEAD").strip() or "?"
+    dirty = sorted({line[3:] for line in git("status", "--porcelain", "--", "sparsefs", "readers", "gate",
+                                              "pyproject.toml").splitlines()})
+    return f"git {head}" + (f" + uncommitted changes in {', '.join(dirty)}" if dirty else "")
 
 
 def replace_section(text: str, title: str, body: str) -> str:
@@ -613,6 +631,7 @@ def main() -> int:
     src = make_data(BENCH_ROOT, sizes, args.fresh_data)
     run_dir = BENCH_ROOT / f"run-{os.getpid()}"
     run_dir.mkdir()
+    code = code_version()
     command = shlex.join([".venv/bin/python", "scripts/bench_fuse.py", *sys.argv[1:]])
     started = datetime.datetime.now().astimezone()
     wall_start = time.monotonic()
@@ -645,12 +664,12 @@ Measured {started:%Y-%m-%d %H:%M %Z} with (from the repository root, as root):
 
     {command}
 
-Machine: {facts}.
+Machine: {facts}. Code: {code}.
 
 > Caveat: this is a shared, noisy 2-core VM — absolute times are noise. Read the ratios: each is the
 > median of per-round ratios, with the systems measured side by side in one run.
 
-Method: {args.rounds} rounds; in each round every workload runs on native (the source directory),
+Method: {args.rounds} round(s); in each round every workload runs on native (the source directory),
 a SparseFS mirror mount (`sparsefs mount SRC MNT`, default options, source watcher on) and
 `scripts/minimal_passthrough.py` (mfusepy, kernel_cache, attr/entry_timeout=5, negative_timeout=0,
 use_ino, multithreaded, no flush handler), interleaved with the order rotating per round. Only the

@@ -157,7 +157,7 @@ class ArtifactCache:
 def open_confined(root: SourceRoot, rel: str) -> int:
     """Open for reading, following symlinks only while they stay inside the root."""
     try:
-        return root.open_file(rel, os.O_RDONLY)
+        return root.open_file(rel, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the daemon
     except OSError as err:
         if err.errno in (errno.EXDEV, errno.ELOOP):
             raise UnsupportedArtifact(

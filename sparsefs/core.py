@@ -84,9 +84,11 @@ class Core:
         return f"ready {os.getpid()} {self.stats.backend} {self.ready_since:.3f}\n".encode()
 
     # ---- attributes and directories ---------------------------------------
-    def getattr(self, path: str, fh: int | None = None) -> dict[str, int]:
+    def getattr(self, path: str | None, fh: int | None = None) -> dict[str, int]:
         if fh is not None and fh < _HANDLE_BASE:
             return StatResult.from_os(os.fstat(fh)).as_dict()
+        if path is None:
+            raise OSError(errno.ENOENT, "unlinked")
         if _is_control(path):
             return self._control_attr(path)
         rel = relative(path)
@@ -151,37 +153,41 @@ class Core:
         self._source_changed(rel)
         return OpenResult(fd, direct_io=False)
 
-    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+    def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
         if fh >= _HANDLE_BASE:
             return self._read_generated(fh, size, offset)
         data = os.pread(fh, size, offset)
         self.stats.add("plain_bytes_read", len(data))
         return data
 
-    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+    def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
+        """``path`` is None for a file unlinked while open: the handle still works."""
         if fh >= _HANDLE_BASE:
             raise OSError(errno.EBADF, "generated files are read-only")
         written = os.pwrite(fh, data, offset)
         self.stats.add("plain_bytes_written", written)
-        self._source_changed(relative(path))
+        if path is not None:
+            self._source_changed(relative(path))
         return written
 
-    def truncate(self, path: str, length: int, fh: int | None = None) -> None:
-        rel = self._writable_rel(path)
+    def truncate(self, path: str | None, length: int, fh: int | None = None) -> None:
         if fh is not None and fh < _HANDLE_BASE:
             os.ftruncate(fh, length)
+        elif path is None:
+            raise OSError(errno.EBADF, "no path and no handle")
         else:
-            self.root.truncate(rel, length)
-        self._source_changed(rel)
+            self.root.truncate(self._writable_rel(path), length)
+        if path is not None:
+            self._source_changed(relative(path))
 
-    def flush(self, path: str, fh: int) -> None:
+    def flush(self, path: str | None, fh: int) -> None:
         return None
 
-    def fsync(self, path: str, datasync: bool, fh: int) -> None:
+    def fsync(self, path: str | None, datasync: bool, fh: int) -> None:
         if fh < _HANDLE_BASE:
             (os.fdatasync if datasync else os.fsync)(fh)
 
-    def release(self, path: str, fh: int) -> None:
+    def release(self, path: str | None, fh: int) -> None:
         if fh < _HANDLE_BASE:
             os.close(fh)
             return
@@ -292,7 +298,7 @@ class Core:
             return self._remember(rel, base_rel, key, st, served, request.format)
 
     def _confined_stat(self, rel: str) -> os.stat_result:
-        fd = self.root.open_file(rel, os.O_RDONLY)
+        fd = self.root.open_file(rel, os.O_PATH)  # O_PATH: never blocks (FIFOs), never reads
         try:
             return os.fstat(fd)
         finally:

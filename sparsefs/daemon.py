@@ -109,3 +109,4 @@ def configure_logging(verbose: bool) -> None:
         format="sparsefs %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("bm25s").setLevel(logging.WARNING)

@@ -37,6 +37,7 @@ MOUNT_OPTIONS: dict[str, Any] = {
 
 
 _LOOP_ENDED_BY_SIGNAL = 8
+FUSE_CAP_PARALLEL_DIROPS = 1 << 18  # libfuse3 fuse_common.h
 
 
 def guarded(method: F) -> F:
@@ -65,7 +66,11 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self.core = core
         self._fuse_ptr: int | None = None
 
-    def init(self, path: str) -> None:
+    def init_with_config(self, conn: Any, config: Any) -> None:
+        # Without parallel dirops the kernel serializes lookups per directory: one slow
+        # evidence lookup would stall every plain lookup in the same folder.
+        if conn is not None and conn.capable & FUSE_CAP_PARALLEL_DIROPS:
+            conn.want |= FUSE_CAP_PARALLEL_DIROPS
         self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
         self.core.invalidate_kernel = self.invalidate_path
         self.core.mark_ready()
@@ -76,7 +81,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             _invalidate(ctypes.c_void_p(self._fuse_ptr), os.fsencode(path))
 
     @guarded
-    def getattr(self, path: str, fh: Any = None) -> dict[str, int]:
+    def getattr(self, path: str | None, fh: Any = None) -> dict[str, int]:
         return self.core.getattr(path, _fh(fh))
 
     @guarded
@@ -101,25 +106,25 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     @guarded
-    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+    def read(self, path: str | None, size: int, offset: int, fi: Any) -> bytes:
         return self.core.read(path, size, offset, int(fi.fh))
 
     @guarded
-    def write(self, path: str, data: bytes, offset: int, fi: Any) -> int:
+    def write(self, path: str | None, data: bytes, offset: int, fi: Any) -> int:
         return self.core.write(path, data, offset, int(fi.fh))
 
     @guarded
-    def truncate(self, path: str, length: int, fh: Any = None) -> int:
+    def truncate(self, path: str | None, length: int, fh: Any = None) -> int:
         self.core.truncate(path, length, _fh(fh))
         return 0
 
     @guarded
-    def fsync(self, path: str, datasync: int, fi: Any) -> int:
+    def fsync(self, path: str | None, datasync: int, fi: Any) -> int:
         self.core.fsync(path, bool(datasync), int(fi.fh))
         return 0
 
     @guarded
-    def release(self, path: str, fi: Any) -> int:
+    def release(self, path: str | None, fi: Any) -> int:
         self.core.release(path, int(fi.fh))
         return 0
 
@@ -185,7 +190,12 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
 
 class _Fuse(mfusepy.FUSE):  # type: ignore[misc]
-    """mfusepy.FUSE passing rename(2) flags and UTIME_NOW/UTIME_OMIT through intact."""
+    """mfusepy.FUSE passing rename(2) flags, UTIME_NOW/UTIME_OMIT and ftruncate handles through intact."""
+
+    def truncate_fuse_3(self, path: bytes | None, length: int, fip: Any) -> int:
+        # mfusepy drops the handle here; ftruncate on a file unlinked while open needs it.
+        decoded = None if path is None else path.decode(self.encoding, self.errors)
+        return int(self.operations.truncate(decoded, length, fip.contents if fip else None))
 
     def utimens_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
         times = (_timespec_ns(buf.contents.actime), _timespec_ns(buf.contents.modtime)) if buf else None

@@ -64,8 +64,13 @@ def openat2(dirfd: int, rel: str, flags: int, mode: int = 0) -> int:
     return int(fd)
 
 
-def relative(path: str) -> str:
-    """'/a/b' -> 'a/b'; '/' -> ''. Rejects '..' components outright."""
+def relative(path: str | None) -> str:
+    """'/a/b' -> 'a/b'; '/' -> ''. Rejects '..' components outright.
+
+    None is what libfuse passes for a file unlinked while open (hard_remove).
+    """
+    if path is None:
+        raise OSError(errno.ENOENT, "the file was unlinked")
     rel = path.strip("/")
     if rel and ".." in rel.split("/"):
         raise OSError(errno.EACCES, "'..' is not allowed")

@@ -12,10 +12,25 @@ import logging
 import os
 from collections.abc import Callable
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 log = logging.getLogger("sparsefs.watcher")
+CHANGE_EVENTS = [
+    FileModifiedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent,
+    DirCreatedEvent, DirDeletedEvent, DirMovedEvent,
+]
 
 
 class _Handler(FileSystemEventHandler):
@@ -24,8 +39,6 @@ class _Handler(FileSystemEventHandler):
         self.on_change = on_change
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in ("opened", "closed_no_write"):
-            return
         for path in (event.src_path, getattr(event, "dest_path", "")):
             if path:
                 self._notify(os.fsdecode(path))
@@ -46,7 +59,9 @@ class SourceWatcher:
     def __init__(self, root: str, on_change: Callable[[str], None]) -> None:
         self.observer = Observer()
         self.observer.daemon = True
-        self.observer.schedule(_Handler(root, on_change), root, recursive=True)
+        # Only changes: opens and read-only closes (every plain read through the mount makes
+        # them) would otherwise wake the watcher thread and contend for the GIL on each read.
+        self.observer.schedule(_Handler(root, on_change), root, recursive=True, event_filter=CHANGE_EVENTS)
 
     def start(self) -> None:
         self.observer.start()

@@ -195,3 +195,26 @@ def test_in_place_sees_changes_made_below_the_mount(workspace: Path, tmp_path: P
     finally:
         mountutil.stop(mount)
         os.close(below)
+
+
+def test_file_unlinked_while_open_keeps_working(mirror: Mount) -> None:
+    path = mirror.mountpoint / "scratch.bin"
+    with open(path, "w+b") as f:
+        f.write(b"before")
+        f.flush()
+        os.unlink(path)
+        f.write(b" after unlink")
+        f.flush()
+        os.ftruncate(f.fileno(), 12)
+        assert os.fstat(f.fileno()).st_size == 12
+        f.seek(0)
+        assert f.read() == b"before after"
+    assert not (mirror.source / "scratch.bin").exists()
+    assert not [p for p in mirror.source.iterdir() if p.name.startswith(".fuse_hidden")]
+
+
+def test_fifo_base_never_blocks_the_daemon(mirror: Mount) -> None:
+    os.mkfifo(mirror.source / "pipe")
+    text = sh(["cat", str(mirror.mountpoint / "pipe@intent=anything")], timeout=10)
+    assert "## Error" in text and "regular file" in text
+    assert (mirror.mountpoint / "notes.txt").read_text()
