@@ -65,10 +65,16 @@ class ArtifactSource(Protocol):
 
 @dataclass(frozen=True)
 class ReadIntent:
-    """What the agent needs: the full text and its slots (one need each)."""
+    """What the agent needs: the full text and its slots (one need each).
+
+    ``scope`` (from ``&scope=``) restricts where evidence may come from, in the
+    Reader's own anchor syntax (``L10-400``, ``#Heading`` for text); a scope
+    that does not resolve raises BadAnchor.
+    """
 
     text: str
     slots: tuple[str, ...]
+    scope: str | None = None
 
 
 @dataclass(frozen=True)

@@ -656,8 +656,8 @@ def main() -> int:
 
     facts = machine_facts()
     table, over = plain_table(bench.results, systems) if bench.results.rows else ("(no plain workloads run)", [])
-    cold_note = ("Cold = after `sync; echo 3 > /proc/sys/vm/drop_caches` (drops the FUSE page cache, dentries "
-                 "and inodes too)." if bench.cold_ok else f"Cold rows skipped: {bench.cold_error}.")
+    cold_note = ("Cold = after `sync; echo 3 > /proc/sys/vm/drop_caches` (drops the FUSE page cache,\n"
+                 "dentries and inodes too)." if bench.cold_ok else f"Cold rows skipped: {bench.cold_error}.")
     plain_md = f"""{PLAIN_TITLE}
 
 Measured {started:%Y-%m-%d %H:%M %Z} with (from the repository root, as root):

@@ -30,7 +30,7 @@ from sparsefs.control import CONTROL_DIR, ControlTree
 from sparsefs.grammar import GrammarError, VirtualRequest, split_name
 from sparsefs.pack import render
 from sparsefs.protocol import Protocol, Served, error_pack
-from sparsefs.rootfs import SourceRoot, StatResult, relative
+from sparsefs.rootfs import SourceRoot, relative, stat_dict
 from sparsefs.stats import Stats
 from sparsefs.virtual import VirtualFile, VirtualMemo, virtual_ino
 
@@ -86,14 +86,14 @@ class Core:
     # ---- attributes and directories ---------------------------------------
     def getattr(self, path: str | None, fh: int | None = None) -> dict[str, int]:
         if fh is not None and fh < _HANDLE_BASE:
-            return StatResult.from_os(os.fstat(fh)).as_dict()
+            return stat_dict(os.fstat(fh))
         if path is None:
             raise OSError(errno.ENOENT, "unlinked")
         if _is_control(path):
             return self._control_attr(path)
         rel = relative(path)
         try:
-            return StatResult.from_os(self.root.lstat(rel)).as_dict()
+            return stat_dict(self.root.lstat(rel))
         except OSError as err:
             if err.errno not in _NOT_REAL:
                 raise

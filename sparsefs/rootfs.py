@@ -16,7 +16,6 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _SYS_OPENAT2 = 437
@@ -77,33 +76,14 @@ def relative(path: str | None) -> str:
     return rel
 
 
-@dataclass(frozen=True)
-class StatResult:
-    """The subset of stat the FUSE layer reports."""
-
-    st_mode: int
-    st_ino: int
-    st_dev: int
-    st_nlink: int
-    st_uid: int
-    st_gid: int
-    st_size: int
-    st_atime: int
-    st_mtime: int
-    st_ctime: int
-    st_blocks: int = 0
-    st_blksize: int = 4096
-    st_rdev: int = 0
-
-    @classmethod
-    def from_os(cls, st: os.stat_result) -> StatResult:
-        return cls(
-            st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, st.st_size,
-            st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns, st.st_blocks, st.st_blksize, st.st_rdev,
-        )
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+def stat_dict(st: os.stat_result) -> dict[str, int]:
+    """The attributes the FUSE layer reports, times in nanoseconds."""
+    return {
+        "st_mode": st.st_mode, "st_ino": st.st_ino, "st_dev": st.st_dev, "st_nlink": st.st_nlink,
+        "st_uid": st.st_uid, "st_gid": st.st_gid, "st_size": st.st_size, "st_atime": st.st_atime_ns,
+        "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns, "st_blocks": st.st_blocks,
+        "st_blksize": st.st_blksize, "st_rdev": st.st_rdev,
+    }
 
 
 class SourceRoot:
@@ -135,10 +115,16 @@ class SourceRoot:
             os.close(dirfd)
 
     def lstat(self, rel: str) -> os.stat_result:
+        """stat without following a final symlink; the hot path of every lookup."""
         if not rel:
             return os.fstat(self.fd)
-        with self.parent(rel) as (dirfd, name):
-            return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        if "/" not in rel:
+            return os.stat(rel, dir_fd=self.fd, follow_symlinks=False)
+        fd = openat2(self.fd, rel, os.O_PATH | os.O_NOFOLLOW)
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
 
     def exists(self, rel: str) -> bool:
         try:
