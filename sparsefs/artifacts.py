@@ -93,6 +93,23 @@ class ArtifactCache:
             os.close(fd)
         return self._build(rel, key, data, fresh)
 
+    def fingerprint(self, rel: str) -> str:
+        """The content fingerprint of ``rel`` now; hashes only new or written files."""
+        fd = open_confined(self.root, rel)
+        try:
+            st = os.fstat(fd)
+            _check_regular(st)
+            key = stat_key(st)
+            if not self._take_dirty(rel):
+                with self._lock:
+                    known = self._fingerprints.get(key)
+                if known is not None:
+                    return known
+            data = _read_all(fd, st.st_size)
+        finally:
+            os.close(fd)
+        return self._fingerprint(key, data, fresh=True)
+
     def _warm(self, rel: str, key: StatKey) -> Artifact | None:
         with self._lock:
             fingerprint = self._fingerprints.get(key)

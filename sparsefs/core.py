@@ -23,21 +23,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from sparsefs.artifacts import ArtifactCache, StatKey, stat_key
+from sparsefs.artifacts import ArtifactCache
 from sparsefs.control import CONTROL_DIR, ControlTree
-from sparsefs.grammar import GrammarError, VirtualRequest, split_name
-from sparsefs.pack import render
-from sparsefs.protocol import Protocol, Served, error_pack
+from sparsefs.evidence import EvidenceFiles
+from sparsefs.protocol import Protocol
 from sparsefs.rootfs import SourceRoot, relative, stat_dict
 from sparsefs.stats import Stats
-from sparsefs.virtual import VirtualFile, VirtualMemo, virtual_ino
+from sparsefs.virtual import virtual_ino
 
 _HANDLE_BASE = 1 << 40
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _CONTROL_PREFIX = "/" + CONTROL_DIR
-MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
 _NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name longer than the source fs allows may be virtual
 
 
@@ -51,10 +48,16 @@ class OpenResult:
 
 @dataclass
 class _Generated:
-    """An open generated file: fixed bytes, or the live log through an fd."""
+    """An open generated file: fixed bytes, or a live file (log, @raw) through an fd."""
 
+    attrs: dict[str, int]
     data: bytes = b""
     log_fd: int = -1
+
+    def stat(self) -> dict[str, int]:
+        """What fstat on this handle reports: always the size of what it serves."""
+        size = os.fstat(self.log_fd).st_size if self.log_fd >= 0 else len(self.data)
+        return self.attrs | {"st_size": size, "st_blocks": (size + 511) // 512}
 
 
 class Core:
@@ -66,15 +69,25 @@ class Core:
         self.artifacts = ArtifactCache(root)
         self.protocol = protocol or Protocol(self.artifacts)
         self.control = ControlTree(stats, self.protocol.episodes, self._ready_text)
-        self.memo = VirtualMemo()
-        self.invalidate_kernel: Callable[[str], None] = lambda path: None
+        self.evidence = EvidenceFiles(root, self.protocol, stats)
+        self._invalidate: Callable[[str], None] = lambda path: None
+        self._snapshots: dict[str, bytes] = {}
         self.ready_since: float | None = None
         self._generated: dict[int, _Generated] = {}
         self._handle_ids = itertools.count(_HANDLE_BASE)
         self._handles_lock = threading.Lock()
-        self._virtual_lock = threading.Lock()
 
     # ---- lifecycle -------------------------------------------------------
+    @property
+    def invalidate_kernel(self) -> Callable[[str], None]:
+        """Set by the binding: drop the kernel's cached attributes and pages of a path."""
+        return self._invalidate
+
+    @invalidate_kernel.setter
+    def invalidate_kernel(self, fn: Callable[[str], None]) -> None:
+        self._invalidate = fn
+        self.evidence.invalidate_kernel = fn
+
     def mark_ready(self) -> None:
         self.ready_since = time.time()
 
@@ -85,8 +98,8 @@ class Core:
 
     # ---- attributes and directories ---------------------------------------
     def getattr(self, path: str | None, fh: int | None = None) -> dict[str, int]:
-        if fh is not None and fh < _HANDLE_BASE:
-            return stat_dict(os.fstat(fh))
+        if fh is not None:
+            return stat_dict(os.fstat(fh)) if fh < _HANDLE_BASE else self._handle(fh).stat()
         if path is None:
             raise OSError(errno.ENOENT, "unlinked")
         if _is_control(path):
@@ -97,7 +110,7 @@ class Core:
         except OSError as err:
             if err.errno not in _NOT_REAL:
                 raise
-            return self._virtual_attr(rel)
+            return self.evidence.lookup(rel).attrs
 
     def readdir(self, path: str) -> list[tuple[str, int, int]]:
         """(name, file-type bits, inode) for '.', '..' and each entry; inodes are never 0."""
@@ -239,93 +252,29 @@ class Core:
         """A file changed in the source tree outside the mount."""
         self._source_changed(rel)
         self.invalidate_kernel("/" + rel)
-        for vpath in self.memo.paths_for(rel):
-            self.invalidate_kernel("/" + vpath)
 
     def _source_changed(self, rel: str) -> None:
-        self.artifacts.mark_dirty(rel)
-        self.memo.forget_stale(rel)
+        self.evidence.source_changed(rel)
 
     # ---- virtual files -------------------------------------------------------
     def _is_virtual(self, path: str) -> bool:
         rel = relative(path)
         return "@" in rel.rpartition("/")[2] and not self.root.exists(rel)
 
-    def _writable_rel(self, path: str) -> str:
-        if _is_control(path):
+    def _writable_rel(self, path: str | None) -> str:
+        if path is not None and _is_control(path):
             raise OSError(errno.EROFS, "the control tree is read-only")
         return relative(path)
-
-    def _virtual_attr(self, rel: str) -> dict[str, int]:
-        virtual = self._virtual(rel)
-        return virtual.attrs
 
     def _open_virtual(self, rel: str, flags: int) -> OpenResult:
         if flags & _WRITE_FLAGS:
             raise OSError(errno.EROFS, "virtual files are read-only")
-        virtual = self._virtual(rel)
+        virtual = self.evidence.lookup(rel)
         if virtual.raw_rel is not None:
-            fd = self.root.open_file(virtual.raw_rel, os.O_RDONLY)
-            return self._open_generated(_Generated(log_fd=fd))
-        return self._open_generated(_Generated(data=virtual.content))
-
-    def _virtual(self, rel: str) -> VirtualFile:
-        parent, _, name = rel.rpartition("/")
-        size = len(os.fsencode(name))
-        if size > MAX_VIRTUAL_NAME_BYTES or ("@" not in name and size > 255):
-            raise OSError(errno.ENAMETOOLONG, "name too long")
-        if "@" not in name:
-            raise OSError(errno.ENOENT, "no such file")
-        try:
-            split = split_name(name, lambda base: self.root.exists(_join(parent, base)))
-        except GrammarError as err:
-            return self._error_file(rel, name, err)
-        if split is None:
-            raise OSError(errno.ENOENT, "no such file")
-        base, request = split
-        return self._pack_file(rel, _join(parent, base), request)
-
-    def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
-        if request.action == "raw":
-            return VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
-        st = self._key_stat(base_rel)
-        key = stat_key(st)
-        with self._virtual_lock:
-            cached = self.memo.get(rel, key)
-            if cached is not None:
-                return cached
-            served = self.protocol.serve(base_rel, request)
-            return self._remember(rel, base_rel, key, st, served, request.format)
-
-    def _confined_stat(self, rel: str) -> os.stat_result:
-        fd = self.root.open_file(rel, os.O_PATH)  # O_PATH: never blocks (FIFOs), never reads
-        try:
-            return os.fstat(fd)
-        finally:
-            os.close(fd)
-
-    def _key_stat(self, rel: str) -> os.stat_result:
-        """The artifact's own stat (through symlinks inside the root), else the link's."""
-        try:
-            return self._confined_stat(rel)
-        except OSError as err:
-            if err.errno not in (errno.EXDEV, errno.ELOOP, errno.EACCES):
-                raise
-            return self.root.lstat(rel)
-
-    def _error_file(self, rel: str, name: str, err: GrammarError) -> VirtualFile:
-        served = error_pack(name, None, err.message, err.hint)
-        st = self.root.lstat(relative(rel.rpartition("/")[0]))
-        return VirtualFile.generated(rel, "", (0, 0, 0, 0), st, render(served.pack, "text"))
-
-    def _remember(
-        self, rel: str, base_rel: str, key: StatKey, st: os.stat_result, served: Served, fmt: str
-    ) -> VirtualFile:
-        content = render(served.pack, fmt)
-        virtual = VirtualFile.generated(rel, base_rel, key, st, content)
-        self.memo.put(virtual)
-        self.stats.record_pack(_log_entry(rel, served))
-        return virtual
+            fd = self.root.open_file(virtual.raw_rel, os.O_RDONLY | os.O_NONBLOCK)
+            return self._open_generated(_Generated(attrs=virtual.attrs, log_fd=fd))
+        self.evidence.deliver(virtual)
+        return self._open_generated(_Generated(attrs=virtual.attrs, data=virtual.content))
 
     # ---- generated handles ---------------------------------------------------
     def _open_generated(self, handle: _Generated) -> OpenResult:
@@ -334,11 +283,15 @@ class Core:
             self._generated[fh] = handle
         return OpenResult(fh, direct_io=True)
 
-    def _read_generated(self, fh: int, size: int, offset: int) -> bytes:
+    def _handle(self, fh: int) -> _Generated:
         with self._handles_lock:
             handle = self._generated.get(fh)
         if handle is None:
             raise OSError(errno.EBADF, "stale handle")
+        return handle
+
+    def _read_generated(self, fh: int, size: int, offset: int) -> bytes:
+        handle = self._handle(fh)
         if handle.log_fd >= 0:
             data = os.pread(handle.log_fd, size, offset)
             self.stats.add("raw_bytes_read", len(data))
@@ -354,8 +307,10 @@ class Core:
         ino = virtual_ino(path.rstrip("/"))
         if node.is_dir:
             return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2)
-        size = self.control.log_size() if node.live_log else len(node.content or b"")
-        return _synthetic(root, stat.S_IFREG | 0o444, size, ino)
+        if node.live_log:
+            return _synthetic(root, stat.S_IFREG | 0o444, self.control.log_size(), ino)
+        self._snapshots[path] = node.content or b""  # open serves exactly what this size describes
+        return _synthetic(root, stat.S_IFREG | 0o444, len(self._snapshots[path]), ino)
 
     def _control_content(self, path: str, flags: int) -> _Generated:
         if flags & _WRITE_FLAGS:
@@ -365,9 +320,10 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         if node.is_dir:
             raise OSError(errno.EISDIR, "is a directory")
+        attrs = _synthetic(self.root.lstat(""), stat.S_IFREG | 0o444, 0, virtual_ino(path.rstrip("/")))
         if node.live_log:
-            return _Generated(log_fd=self.control.open_log())
-        return _Generated(data=node.content or b"")
+            return _Generated(attrs=attrs, log_fd=self.control.open_log())
+        return _Generated(attrs=attrs, data=self._snapshots.setdefault(path, node.content or b""))
 
 
 def _is_control(path: str) -> bool:
@@ -388,14 +344,4 @@ def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int 
         "st_uid": like.st_uid, "st_gid": like.st_gid,
         "st_atime": like.st_atime_ns, "st_mtime": like.st_mtime_ns, "st_ctime": like.st_ctime_ns,
         "st_blksize": 4096, "st_blocks": (size + 511) // 512,
-    }
-
-
-def _log_entry(rel: str, served: Served) -> dict[str, Any]:
-    pack = served.pack
-    return {
-        "time": round(time.time(), 3), "path": rel, "artifact": pack.artifact, "action": pack.action,
-        "intent": pack.intent, "anchors": [e.anchor for e in pack.evidence], "exposed": served.payload_chars,
-        "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
-        "episode": pack.episode, "fingerprint": pack.fingerprint,
     }

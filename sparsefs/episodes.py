@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate import Budget
+from sparsefs.pack import display_name
 
 CONTINUING_ACTIONS = frozenset({"refine", "verify", "focus", "full"})
 
@@ -42,7 +43,7 @@ class Episode:
         b = self.budget
         return {
             "id": self.id,
-            "artifact": self.artifact,
+            "artifact": display_name(self.artifact),
             "fingerprint": self.fingerprint,
             "objective": self.objective,
             "started": self.started,

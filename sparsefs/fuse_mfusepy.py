@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,6 +21,8 @@ from sparsefs.core import Core
 from sparsefs.errors import to_errno
 from sparsefs.mounts import find_mount
 from sparsefs.rootfs import UTIME_NOW, UTIME_OMIT
+
+log = logging.getLogger("sparsefs.fuse")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -99,10 +102,17 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         fi.keep_cache = 0 if result.direct_io else 1
         return 0
 
+    def _give_to_caller(self, path: str) -> None:
+        """New files belong to whoever created them (matters with --allow-other)."""
+        uid, gid, _ = mfusepy.fuse_get_context()
+        if uid != os.geteuid() or gid != os.getegid():
+            self.core.chown(path, uid, gid)
+
     @guarded
     def create(self, path: str, mode: int, fi: Any) -> int:
         result = self.core.create(path, fi.flags, mode)
         fi.fh = result.fh
+        self._give_to_caller(path)
         return 0
 
     @guarded
@@ -131,11 +141,13 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
     @guarded
     def mkdir(self, path: str, mode: int) -> int:
         self.core.mkdir(path, mode)
+        self._give_to_caller(path)
         return 0
 
     @guarded
     def mknod(self, path: str, mode: int, dev: int) -> int:
         self.core.mknod(path, mode, dev)
+        self._give_to_caller(path)
         return 0
 
     @guarded
@@ -154,8 +166,9 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     @guarded
-    def symlink(self, target: str, source: str) -> int:
-        self.core.symlink(target, source)
+    def symlink(self, link_path: str, target: str) -> int:  # mfusepy's argument order
+        self.core.symlink(link_path, target)
+        self._give_to_caller(link_path)
         return 0
 
     @guarded
@@ -216,7 +229,9 @@ def _invalidate(fuse_ptr: ctypes.c_void_p, path: bytes) -> None:
     fn = mfusepy._libfuse.fuse_invalidate_path
     fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     fn.restype = ctypes.c_int
-    fn(fuse_ptr, path)
+    result = fn(fuse_ptr, path)
+    if result != 0:
+        log.debug("fuse_invalidate_path(%r) = %d", path, result)
 
 
 def serve(core: Core, mountpoint: str, allow_other: bool = False) -> None:

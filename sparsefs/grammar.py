@@ -97,12 +97,18 @@ _MARKER_STYLES: tuple[re.Pattern[str], ...] = (
 
 
 class GrammarError(ValueError):
-    """The only exception parse_suffix/split_name ever raise."""
+    """The only exception parse_suffix/split_name ever raise.
 
-    def __init__(self, message: str, hint: str) -> None:
+    ``unknown_action`` is set (to the word after '@') when the action itself is
+    unknown, so callers can tell a typo of an action from a name that merely
+    contains '@'.
+    """
+
+    def __init__(self, message: str, hint: str, unknown_action: str | None = None) -> None:
         super().__init__(message, hint)
         self.message = message
         self.hint = hint
+        self.unknown_action = unknown_action
 
     def __str__(self) -> str:
         return f"{self.message} (hint: {self.hint})"
@@ -200,11 +206,11 @@ def _check_action(action: str, extra_actions: frozenset[str]) -> None:
         return
     hint = _actions_hint(extra_actions)
     if not action:
-        raise GrammarError("empty action after '@'", hint)
+        raise GrammarError("empty action after '@'", hint, action)
     lowered = action.lower()
     if lowered != action and (lowered in CORE_ACTIONS or lowered in extra_actions):
-        raise GrammarError(f"unknown action {_show(action)}: actions are lowercase", hint)
-    raise GrammarError(f"unknown action {_show(action)}", hint)
+        raise GrammarError(f"unknown action {_show(action)}: actions are lowercase", hint, action)
+    raise GrammarError(f"unknown action {_show(action)}", hint, action)
 
 
 def _sort_segments(segments: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -76,6 +76,11 @@ class EvidencePack(BaseModel):
     next_steps: list[str] = Field(default_factory=list)
 
 
+def display_name(name: str) -> str:
+    """A path as text: bytes that are not UTF-8 (surrogate-escaped) become \\x escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def render(pack: EvidencePack, fmt: str) -> bytes:
     """Bytes a virtual file serves: JSON with format=json, else text."""
     if fmt == "json":
@@ -124,7 +129,7 @@ def _header(pack: EvidencePack) -> str:
         lines.append("slots: " + "  ".join(f"[{i}] {s}" for i, s in enumerate(pack.slots, 1)))
     lines.append("scope: " + _scope(pack.scope))
     lines.append(
-        f"exposure: this pack {exp.pack_chars:,} chars · episode E {exp.episode_exposed:,}"
+        f"exposure: {exp.pack_chars:,} chars of the artifact in this pack · episode E {exp.episode_exposed:,}"
         f" / L {exp.full_view_chars:,} · budget left {exp.budget_left:,}"
     )
     if pack.flags:

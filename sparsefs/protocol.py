@@ -8,7 +8,7 @@ admission on sizes only; the Reader only locates evidence.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
 from readers.base import Batch, EvidenceItem, ReaderError, ReadIntent, SlotCoverage
@@ -22,6 +22,7 @@ from sparsefs.pack import (
     EvidencePack,
     ExposureOut,
     ScopeOut,
+    display_name,
     render_evidence,
 )
 from sparsefs.steps import next_steps
@@ -37,8 +38,9 @@ class Served:
     """A pack plus what the log needs to know about it."""
 
     pack: EvidencePack
-    payload_chars: int
+    exposed_chars: int
     full_view_chars: int
+    version: str = ""  # full fingerprint of the artifact version the pack was built from
 
 
 class Protocol:
@@ -57,7 +59,8 @@ class Protocol:
         except ReaderError as err:
             return error_pack(rel, request, err.message, err.hint)
         with self._lock:
-            return self._serve_locked(artifact, request)
+            served = self._serve_locked(artifact, request)
+        return replace(served, version=artifact.fingerprint)
 
     def _serve_locked(self, artifact: Artifact, request: VirtualRequest) -> Served:
         changed = self._changed_flag(artifact)
@@ -91,7 +94,7 @@ class Protocol:
         pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note="object preview")
         pack.exposure = _exposure(len(text), None, len(artifact.parsed.full_view))
         pack.next_steps = next_steps(artifact, request, pack)
-        return Served(pack, 0, len(artifact.parsed.full_view))
+        return Served(pack, len(text), len(artifact.parsed.full_view))
 
     def _sparse(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
         try:
@@ -119,7 +122,7 @@ class Protocol:
         argument = request.argument or ""
         if request.action == "focus":
             return reader.focus(parsed, argument)
-        intent = ReadIntent(argument, request.slots or (argument,))
+        intent = ReadIntent(argument, request.slots or (argument,), request.scope)
         exclude = episode.spans if request.action == "refine" else ()
         return reader.locate(parsed, intent, _pack_chars(request), exclude, request.k)
 
@@ -154,7 +157,7 @@ class Protocol:
         self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str]
     ) -> EvidencePack:
         return EvidencePack(
-            artifact=artifact.rel, fingerprint=artifact.short_fingerprint, action=request.action,
+            artifact=display_name(artifact.rel), fingerprint=artifact.short_fingerprint, action=request.action,
             episode=episode.id if episode else None, decision=decision,  # type: ignore[arg-type]
             intent=request.argument, slots=list(request.slots), flags=flags,
             exposure=_exposure(0, episode, len(artifact.parsed.full_view)),
@@ -168,13 +171,13 @@ def error_pack(
     """A short pack that says what was wrong and what to ask instead."""
     length = len(artifact.parsed.full_view) if artifact else 0
     pack = EvidencePack(
-        artifact=rel, fingerprint=artifact.short_fingerprint if artifact else "-",
+        artifact=display_name(rel), fingerprint=artifact.short_fingerprint if artifact else "-",
         action=request.action if request else "?", episode=episode.id if episode else None,
         decision="error", intent=request.argument if request else None,
         slots=list(request.slots) if request else [], error=ErrorOut(message=message, hint=hint),
         exposure=_exposure(0, episode, length),
     )
-    return Served(pack, 0, length)
+    return Served(pack, 0, 0)  # nothing shown, and no full read was replaced
 
 
 def _pack_chars(request: VirtualRequest) -> int:

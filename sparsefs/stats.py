@@ -38,15 +38,16 @@ class Stats:
             self.counters[name] += amount
 
     def record_pack(self, entry: dict[str, Any]) -> None:
-        """Count one pack and append its log line."""
+        """Append one pack's log line (stamped now), then count it."""
+        line = orjson.dumps({"time": round(time.time(), 3), **entry}) + b"\n"
         with self._lock:
+            os.write(self._log_fd, line)
             self.counters["packs_served"] += 1
             self.counters["chars_exposed"] += int(entry["exposed"])
             self.counters["full_view_chars_of_packs"] += int(entry["L"])
             self.counters["error_packs"] += entry["decision"] == "error"
             self.counters["fallbacks"] += entry["decision"] == "fallback"
             self.counters["previews"] += entry["decision"] == "preview"
-            os.write(self._log_fd, orjson.dumps(entry) + b"\n")
 
     def log_size(self) -> int:
         return os.fstat(self._log_fd).st_size

@@ -6,7 +6,7 @@ import re
 
 from sparsefs.artifacts import Artifact
 from sparsefs.grammar import VirtualRequest
-from sparsefs.pack import EvidencePack, command
+from sparsefs.pack import EvidencePack, command, display_name
 
 _LINES = re.compile(r"^L(\d+)(?:-(\d+))?$")
 FOCUS_CONTEXT_LINES = 10
@@ -18,7 +18,7 @@ def encode_argument(text: str) -> str:
 
 
 def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) -> list[str]:
-    name = artifact.rel
+    name = display_name(artifact.rel)
     length = len(artifact.parsed.full_view)
     full = f"{command(name, 'full')}    # the faithful full view, {length:,} chars; closes the episode"
     if pack.decision in ("native-fit", "full", "fallback", "reuse-full-view"):

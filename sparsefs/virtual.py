@@ -13,10 +13,9 @@ import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import xxhash
-
-from sparsefs.artifacts import StatKey
 
 _VIRTUAL_INO_BIT = 1 << 62
 
@@ -40,21 +39,24 @@ class VirtualFile:
 
     rel: str
     base_rel: str
-    key: StatKey
+    version: str
     attrs: dict[str, int] = field(hash=False)
     content: bytes = b""
     raw_rel: str | None = None
+    log_entry: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @classmethod
-    def generated(cls, rel: str, base_rel: str, key: StatKey, st: os.stat_result, content: bytes) -> VirtualFile:
-        return cls(rel, base_rel, key, _attrs(rel, st, len(content)), content)
+    def generated(
+        cls, rel: str, base_rel: str, version: str, st: os.stat_result, content: bytes,
+        log_entry: dict[str, Any] | None = None,
+    ) -> VirtualFile:
+        return cls(rel, base_rel, version, _attrs(rel, st, len(content)), content, log_entry=log_entry)
 
     @classmethod
     def raw(cls, rel: str, base_rel: str, st: os.stat_result) -> VirtualFile:
         if not stat.S_ISREG(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "@raw needs a regular file")
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        return cls(rel, base_rel, key, _attrs(rel, st, st.st_size), raw_rel=base_rel)
+        return cls(rel, base_rel, "", _attrs(rel, st, st.st_size), raw_rel=base_rel)
 
 
 class VirtualMemo:
@@ -67,10 +69,11 @@ class VirtualMemo:
         self._max = max_bytes
         self._lock = threading.Lock()
 
-    def get(self, rel: str, key: StatKey) -> VirtualFile | None:
+    def get(self, rel: str, version: str) -> VirtualFile | None:
+        """The frozen file at ``rel`` if it was built from this artifact version."""
         with self._lock:
             found = self._files.get(rel)
-            if found is None or found.key != key:
+            if found is None or found.version != version:
                 return None
             self._files.move_to_end(rel)
             return found

@@ -10,7 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,12 +57,36 @@ def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str) -
 
 def stop(mount: Mount, deadline_s: float = 10.0) -> None:
     """Unmount with escalating force; reap the daemon. Never hangs."""
-    steps = (_fusermount, _abort_connection, _lazy_umount)
-    for step in steps:
-        if not mounts.find_mount(mount.mountpoint) or mounts.find_mount(mount.mountpoint).fstype != mounts.FSTYPE:  # type: ignore[union-attr]
+    for step in (_fusermount, _abort_connection, _lazy_umount):
+        if not _still_mounted(mount):
             break
-        step(mount)
+        try:
+            step(mount)
+        except (subprocess.TimeoutExpired, OSError):
+            continue  # escalate to the next step
     _reap(mount.process, deadline_s)
+
+
+def _still_mounted(mount: Mount) -> bool:
+    entry = mounts.find_mount(mount.mountpoint)
+    return entry is not None and entry.fstype == mounts.FSTYPE
+
+
+@contextmanager
+def hang_guard(mount: Mount, seconds: float) -> Iterator[None]:
+    """Abort the FUSE connection if the test is still running after ``seconds``.
+
+    A request stuck in a hung daemon leaves the caller in uninterruptible sleep,
+    which no signal (pytest-timeout's included) can free; the fusectl abort does,
+    so the test then fails with ENOTCONN instead of hanging CI.
+    """
+    timer = threading.Timer(seconds, _abort_connection, [mount])
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _fusermount(mount: Mount) -> None:

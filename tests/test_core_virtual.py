@@ -101,10 +101,10 @@ def test_small_file_is_native_fit(core: Core) -> None:
     assert pack.decision == "native-fit" and pack.full_view == notes
 
 
-def test_scout_is_bounded_and_not_charged(core: Core) -> None:
+def test_scout_is_bounded_and_outside_the_episode_budget(core: Core) -> None:
     pack = pack_json(core, f"/{REPORT}@scout")
     assert pack.decision == "preview" and pack.preview and len(pack.preview) <= 2000
-    assert pack.exposure.episode_exposed == 0
+    assert pack.exposure.episode_exposed == 0 and pack.exposure.pack_chars == len(pack.preview)
     assert "Research and development" in pack.preview
 
 
@@ -223,3 +223,82 @@ def test_a_second_read_of_the_same_file_does_not_reparse(core: Core) -> None:
     core.on_source_change(REPORT)
     read_virtual(core, f"/{REPORT}@intent=board of directors")
     assert core.artifacts.parses == 2
+
+
+@pytest.mark.parametrize("name", ["notes.txt@old", "annual-report.md@v2", "notes.txt@2023-01-01"])
+def test_names_with_at_that_are_not_requests_can_be_created(core: Core, name: str) -> None:
+    with pytest.raises(FileNotFoundError):
+        core.getattr(f"/{name}")
+    handle = core.create(f"/{name}", os.O_WRONLY, 0o644)
+    core.write(f"/{name}", b"kept", 0, handle.fh)
+    core.release(f"/{name}", handle.fh)
+    assert (Path(core_src(core)) / name).read_bytes() == b"kept"
+
+
+@pytest.mark.parametrize("suffix", ["@scuot", "@ful", "@intnet=x"])
+def test_typos_of_actions_read_as_error_packs(core: Core, suffix: str) -> None:
+    assert "## Error" in read_virtual(core, f"/{REPORT}{suffix}").decode()
+
+
+def test_dotdot_is_never_a_base(core: Core) -> None:
+    with pytest.raises(FileNotFoundError):
+        core.getattr("/..@intent=x")
+    with pytest.raises(FileNotFoundError):
+        core.getattr("/.@scout")
+
+
+def test_stat_alone_does_not_count_as_exposure(core: Core) -> None:
+    path = f"/{REPORT}@intent=gross margin"
+    for _ in range(4):
+        core.getattr(path)
+    assert core.stats.snapshot()["packs_served"] == 0
+    read_virtual(core, path)
+    read_virtual(core, path)
+    assert core.stats.snapshot()["packs_served"] == 1
+
+
+def test_fstat_on_an_open_pack_reports_its_own_size(core: Core) -> None:
+    path = f"/{REPORT}@intent=gross margin"
+    size = core.getattr(path)["st_size"]
+    handle = core.open(path, os.O_RDONLY)
+    with open(Path(core_src(core)) / REPORT, "a") as f:
+        f.write("\nGross margin will rise.\n")
+    core.on_source_change(REPORT)
+    assert core.getattr(path, handle.fh)["st_size"] == size
+    assert len(core.read(path, 1 << 20, 0, handle.fh)) == size
+    core.release(path, handle.fh)
+
+
+def test_non_utf8_names_never_break_packs_or_the_control_tree(core: Core) -> None:
+    name = os.fsdecode(b"caf\xe9.txt")
+    (Path(core_src(core)) / name).write_text("The cafe sells coffee. " * 300)
+    pack = pack_json(core, f"/{name}@intent=coffee")
+    assert pack.artifact == "caf\\xe9.txt"
+    ids = [n for n, _, _ in core.readdir("/.sparsefs/episodes") if n.endswith(".json")]
+    assert all(orjson.loads(read_virtual(core, f"/.sparsefs/episodes/{i}")) for i in ids)
+
+
+def test_previews_count_as_exposure_and_error_packs_save_nothing(core: Core) -> None:
+    preview = pack_json(core, f"/{REPORT}@scout")
+    stats = core.stats.snapshot()
+    assert stats["chars_exposed"] == len(preview.preview or "")
+    read_virtual(core, f"/{REPORT}@focus=L99999")
+    after = core.stats.snapshot()
+    assert after["full_view_chars_of_packs"] == stats["full_view_chars_of_packs"]
+
+
+def test_scope_restricts_where_evidence_comes_from(core: Core) -> None:
+    pack = pack_json(core, f"/{REPORT}@intent=revenue growth&scope=L1-20")
+    assert pack.evidence and all(item.lines and item.lines[1] <= 20 for item in pack.evidence)
+
+
+def test_a_batch_that_does_not_fit_falls_back_to_the_full_view_once(core: Core) -> None:
+    first = pack_json(core, f"/{REPORT}@intent=robots revenue")
+    length = first.exposure.full_view_chars
+    lines = (Path(core_src(core)) / REPORT).read_text().count("\n")
+    whole = pack_json(core, f"/{REPORT}@focus=L1-{lines}")
+    assert whole.decision == "fallback" and whole.full_view is not None and len(whole.full_view) == length
+    assert "batch-over-budget" in whole.flags and "episode-closed" in whole.flags
+    assert first.exposure.pack_chars + whole.exposure.pack_chars <= 2 * length
+    after = pack_json(core, f"/{REPORT}@refine=robots revenue")
+    assert after.episode != first.episode

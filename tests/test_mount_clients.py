@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,26 @@ def test_fifo_base_never_blocks_the_daemon(mirror: Mount) -> None:
     text = sh(["cat", str(mirror.mountpoint / "pipe@intent=anything")], timeout=10)
     assert "## Error" in text and "regular file" in text
     assert (mirror.mountpoint / "notes.txt").read_text()
+
+
+def test_allow_other_files_belong_to_their_creator(workspace: Path, tmp_path: Path) -> None:
+    outer = Path(tempfile.mkdtemp(prefix="sparsefs-allow-other-"))  # pytest's tmp is 0700: nobody can't reach it
+    os.chmod(outer, 0o755)
+    mnt = outer / "mnt"
+    mnt.mkdir()
+    os.chmod(workspace, 0o777)
+    mount = mountutil.start(workspace, mnt, tmp_path / "state", "--allow-other")
+    try:
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        sh([*as_nobody, "sh", "-c", f"echo one > {mnt}/mine.txt && echo two >> {mnt}/mine.txt && mkdir {mnt}/mydir"
+            f" && touch {mnt}/mydir/inner && ln -s mine.txt {mnt}/link"])
+        for name in ("mine.txt", "mydir", "mydir/inner", "link"):
+            st = os.lstat(workspace / name)
+            assert (st.st_uid, st.st_gid) == (65534, 65534), name
+        assert (workspace / "mine.txt").read_text() == "one\ntwo\n"
+        denied = subprocess.run([*as_nobody, "sh", "-c", f"echo x >> {mnt}/notes.txt"], capture_output=True,
+                                timeout=10, check=False)
+        assert denied.returncode != 0  # default_permissions: root's 0644 file stays closed to others
+    finally:
+        mountutil.stop(mount)
+        shutil.rmtree(outer, ignore_errors=True)

@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from pathlib import Path
 
 from tests import mountutil
 from tests.test_mount_clients import sh
@@ -83,3 +85,47 @@ def test_control_tree_with_shell_commands(mirror: Mount) -> None:
     copied = mirror.state_dir / "stats-copy.json"
     shutil.copyfile(mnt / ".sparsefs" / "stats.json", copied)
     assert json.loads(copied.read_text())["packs_served"] >= 1
+
+
+def _node_length(path: Path) -> int:
+    return int(sh(["node", "-e", f"process.stdout.write(String(require('fs').readFileSync({str(path)!r}).length))"]))
+
+
+def test_stat_right_after_a_change_reports_the_new_pack(mirror: Mount) -> None:
+    path = mirror.mountpoint / "annual-report.md@intent=zeppelin fleet"
+    old_size = path.stat().st_size
+    path.read_bytes()
+    with open(mirror.mountpoint / "annual-report.md", "a") as f:
+        f.write("\n## Zeppelin fleet\nThe zeppelin fleet grew to 14 airships in 2023.\n")
+    new_size = path.stat().st_size  # stat first: the kernel must not keep the old size
+    assert new_size != old_size
+    assert _node_length(path) == new_size == len(path.read_bytes())
+
+
+def test_outside_change_then_node_reads_the_whole_pack(mirror: Mount) -> None:
+    path = mirror.mountpoint / "annual-report.md@intent=zeppelin fleet"
+    path.read_bytes()
+    with open(mirror.source / "annual-report.md", "a") as f:
+        f.write("\n## Zeppelin fleet\nThe zeppelin fleet grew to 14 airships in 2023.\n")
+    assert mountutil.wait_for(lambda: "14 airships" in sh(["cat", str(path)]), timeout=3)
+    assert _node_length(path) == path.stat().st_size == len(sh(["cat", str(path)]).encode())
+
+
+def test_control_snapshots_match_their_size_for_every_reader(mirror: Mount) -> None:
+    stats = mirror.mountpoint / ".sparsefs" / "stats.json"
+    stats.stat()
+    (mirror.mountpoint / INTENT).read_bytes()  # counters change between stat and read
+    out = sh(["node", "-e", f"JSON.parse(require('fs').readFileSync({str(stats)!r}, 'utf8')); console.log('ok')"])
+    assert out.strip() == "ok"
+
+
+def test_watcher_echo_of_our_own_write_rebuilds_nothing(mirror: Mount) -> None:
+    path = mirror.mountpoint / "annual-report.md@intent=zeppelin fleet"
+    path.read_bytes()
+    with open(mirror.mountpoint / "annual-report.md", "a") as f:
+        f.write("\n## Zeppelin fleet\nThe zeppelin fleet grew to 14 airships in 2023.\n")
+    after_write = path.read_bytes()
+    time.sleep(0.5)  # the inotify events of that write reach the watcher meanwhile
+    assert path.read_bytes() == after_write
+    log = (mirror.mountpoint / ".sparsefs" / "log.jsonl").read_text().splitlines()
+    assert len(log) == 2

@@ -1,0 +1,170 @@
+"""Virtual paths: resolve a name to a frozen EvidencePack, remember it, account for it.
+
+A pack is built at lookup (its exact size must be known before the first
+read), frozen per (virtual path, artifact version), and counted in the stats
+and log when it is first opened for reading, so a bare ``stat`` does not
+inflate the exposure numbers. Building takes a per-artifact lock: a slow parse
+of one file never delays evidence reads of another, and plain I/O never waits.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable
+from difflib import get_close_matches
+from typing import Any
+
+import xxhash
+
+from readers.base import ReaderError
+from sparsefs.grammar import CORE_ACTIONS, GrammarError, VirtualRequest, split_name
+from sparsefs.pack import display_name, render
+from sparsefs.protocol import Protocol, Served, error_pack
+from sparsefs.rootfs import SourceRoot
+from sparsefs.stats import Stats
+from sparsefs.virtual import VirtualFile, VirtualMemo
+
+MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
+_LOCK_STRIPES = 64
+
+
+class EvidenceFiles:
+    """Builds, freezes and accounts the content of virtual paths."""
+
+    def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats) -> None:
+        self.root = root
+        self.protocol = protocol
+        self.artifacts = protocol.artifacts
+        self.stats = stats
+        self.memo = VirtualMemo()
+        self.invalidate_kernel: Callable[[str], None] = lambda path: None
+        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._delivered: dict[str, str] = {}
+        self._sizes_handed_out: set[str] = set()
+
+    def lookup(self, rel: str) -> VirtualFile:
+        """The virtual file at ``rel``; OSError(ENOENT) when the name is not virtual."""
+        parent, _, name = rel.rpartition("/")
+        _check_name(name)
+        try:
+            split = split_name(name, lambda base: _is_base(base) and self.root.exists(_join(parent, base)))
+        except GrammarError as err:
+            return self._grammar_error(rel, name, err)
+        if split is None:
+            raise OSError(errno.ENOENT, "no such file")
+        base, request = split
+        return self._pack_file(rel, _join(parent, base), request)
+
+    def deliver(self, virtual: VirtualFile) -> None:
+        """Count a pack in stats and log the first time its content is opened."""
+        if virtual.log_entry is None or self._delivered.get(virtual.rel) == virtual.version:
+            return
+        self._delivered[virtual.rel] = virtual.version
+        self.stats.record_pack(virtual.log_entry)
+
+    def source_changed(self, rel: str) -> None:
+        """``rel`` may have changed: the kernel must ask again for its packs' sizes.
+
+        Packs stay remembered; the next lookup compares fingerprints, so an event
+        that changed nothing (our own write echoed by the watcher) rebuilds nothing.
+        """
+        self.artifacts.mark_dirty(rel)
+        if rel in self._sizes_handed_out:
+            self._sizes_handed_out.discard(rel)
+            for vpath in self.memo.paths_for(rel):
+                self.invalidate_kernel("/" + vpath)
+
+    def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        if request.action == "raw":
+            return VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
+        with self._lock_for(base_rel):
+            virtual = self._current(rel, base_rel, request)
+        self._sizes_handed_out.add(base_rel)
+        return virtual
+
+    def _current(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        version = self._version(base_rel)
+        cached = self.memo.get(rel, version)
+        if cached is not None:
+            return cached
+        served = self.protocol.serve(base_rel, request)
+        content = render(served.pack, request.format)
+        virtual = VirtualFile.generated(
+            rel, base_rel, served.version or version, self._key_stat(base_rel), content, _log_entry(rel, served)
+        )
+        self.memo.put(virtual)
+        return virtual
+
+    def _version(self, base_rel: str) -> str:
+        """The artifact's fingerprint; '' when it cannot be read as an artifact."""
+        try:
+            return self.artifacts.fingerprint(base_rel)
+        except ReaderError:
+            return ""
+
+    def _grammar_error(self, rel: str, name: str, err: GrammarError) -> VirtualFile:
+        if err.unknown_action is not None and not _looks_like_a_request(name, err.unknown_action):
+            raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
+        served = error_pack(display_name(name), None, err.message, err.hint)
+        parent_st = self.root.lstat(rel.rpartition("/")[0])
+        content = render(served.pack, "text")
+        return VirtualFile.generated(rel, "", "", parent_st, content, _log_entry(rel, served))
+
+    def _lock_for(self, base_rel: str) -> threading.Lock:
+        stripe = xxhash.xxh32_intdigest(base_rel.encode("utf-8", "surrogateescape")) % _LOCK_STRIPES
+        return self._locks[stripe]
+
+    def _confined_stat(self, rel: str) -> os.stat_result:
+        fd = self.root.open_file(rel, os.O_PATH)  # O_PATH: never blocks (FIFOs), never reads
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _key_stat(self, rel: str) -> os.stat_result:
+        """The artifact's own stat (through symlinks inside the root), else the link's."""
+        try:
+            return self._confined_stat(rel)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.ELOOP, errno.EACCES):
+                raise
+            return self.root.lstat(rel)
+
+
+def _check_name(name: str) -> None:
+    size = len(os.fsencode(name))
+    if size > MAX_VIRTUAL_NAME_BYTES or ("@" not in name and size > 255):
+        raise OSError(errno.ENAMETOOLONG, "name too long")
+    if "@" not in name:
+        raise OSError(errno.ENOENT, "no such file")
+
+
+def _is_base(name: str) -> bool:
+    return name not in (".", "..")
+
+
+def _looks_like_a_request(name: str, word: str) -> bool:
+    """``x@word=...``, ``x@word&...`` or a typo of an action get an error pack.
+
+    Any other name with an '@' (``notes.txt@old``, ``src@v2``) is simply absent,
+    so tools can create a real file of that name.
+    """
+    if not word or f"@{word}=" in name or f"@{word}&" in name:
+        return True
+    return bool(get_close_matches(word.lower(), CORE_ACTIONS, n=1, cutoff=0.6))
+
+
+def _join(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name
+
+
+def _log_entry(rel: str, served: Served) -> dict[str, Any]:
+    pack = served.pack
+    return {
+        "path": display_name(rel), "artifact": pack.artifact, "action": pack.action, "intent": pack.intent,
+        "anchors": [e.anchor for e in pack.evidence], "exposed": served.exposed_chars,
+        "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
+        "episode": pack.episode, "fingerprint": pack.fingerprint,
+    }

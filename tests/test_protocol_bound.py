@@ -1,0 +1,77 @@
+"""The 2L bound through the real protocol: random request sequences, measured on what packs deliver."""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparsefs.artifacts import ArtifactCache
+from sparsefs.grammar import VirtualRequest, split_slots
+from sparsefs.pack import EvidencePack, render_evidence
+from sparsefs.protocol import Protocol
+from sparsefs.rootfs import SourceRoot
+from tests.conftest import DEMO
+
+WORDS = ["revenue", "robots", "R&D", "headcount", "risk", "margin", "cash", "board", "harbor", "customers",
+         "2023", "supply", "zeppelin", "the", "growth", "engineers", "Lantern", "outlook"]
+ACTIONS = ["intent", "collect", "refine", "verify", "focus", "full", "scout"]
+
+
+def request_strategy() -> st.SearchStrategy[VirtualRequest]:
+    words = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
+    anchor = st.integers(1, 200).flatmap(lambda a: st.integers(a, a + 60).map(lambda b: f"L{a}-{b}"))
+
+    def build(action: str, text: str, focus: str, budget: int | None) -> VirtualRequest:
+        if action in ("full", "scout"):
+            return VirtualRequest(action)
+        argument = focus if action == "focus" else text
+        slots = () if action == "focus" else split_slots(argument)
+        return VirtualRequest(action, argument, slots, budget=budget)
+
+    budgets = st.one_of(st.none(), st.integers(100, 20_000))
+    return st.builds(build, st.sampled_from(ACTIONS), words, anchor, budgets)
+
+
+@pytest.fixture(scope="module")
+def protocol_factory(tmp_path_factory: pytest.TempPathFactory) -> object:
+    src = tmp_path_factory.mktemp("bound") / "src"
+    shutil.copytree(DEMO, src)
+    root = SourceRoot.open(str(src))
+    cache = ArtifactCache(root)
+    return lambda: Protocol(cache)
+
+
+def delivered(pack: EvidencePack) -> int:
+    if pack.decision in ("sparse",):
+        return len(render_evidence(pack.evidence))
+    if pack.decision in ("native-fit", "full", "fallback"):
+        return len(pack.full_view or "")
+    return 0
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(requests=st.lists(request_strategy(), min_size=1, max_size=25))
+def test_no_episode_ever_delivers_more_than_2l(protocol_factory: object, requests: list[VirtualRequest]) -> None:
+    protocol = protocol_factory()  # type: ignore[operator]
+    totals: dict[str, int] = defaultdict(int)
+    lengths: dict[str, int] = {}
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for request in requests:
+        pack = protocol.serve("annual-report.md", request).pack
+        if pack.episode is None:
+            continue
+        totals[pack.episode] += delivered(pack)
+        lengths[pack.episode] = pack.exposure.full_view_chars
+        assert pack.exposure.episode_exposed <= pack.exposure.full_view_chars
+        if pack.decision == "sparse":
+            assert pack.exposure.pack_chars == len(render_evidence(pack.evidence))
+            new = [item.span for item in pack.evidence if item.span]
+            if request.action == "refine":
+                assert not any(a < d and c < b for a, b in new for c, d in spans[pack.episode])
+            spans[pack.episode].extend(new)
+    for episode, total in totals.items():
+        assert total <= 2 * lengths[episode], (episode, total, lengths[episode])
