@@ -103,6 +103,8 @@ class Protocol:
             return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
         if "no-content-words" in batch.flags and request.action != "focus":
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
+        if request.action != "focus":
+            batch = fit_to_budget(batch, _pack_chars(request))
         items = [_evidence_out(item) for item in batch.items]
         payload = render_evidence(items)
         admission = admit_batch(episode.budget, len(payload))
@@ -178,6 +180,37 @@ def error_pack(
         exposure=_exposure(0, episode, length),
     )
     return Served(pack, 0, 0)  # nothing shown, and no full read was replaced
+
+
+def fit_to_budget(batch: Batch, budget: int) -> Batch:
+    """Drop whole passages, weakest first, until the serialized evidence fits ``budget``.
+
+    A Reader budgets passage text; anchors add a few characters per passage.
+    Passages are never cut; a single passage is always kept. Coverage that
+    pointed only at dropped passages becomes unresolved, with those anchors as
+    the closest candidates.
+    """
+    items = list(batch.items)
+    while len(items) > 1 and _serialized(items) > budget:
+        items.remove(min(items, key=lambda item: item.score))
+    if len(items) == len(batch.items):
+        return batch
+    kept = {item.anchor.label for item in items}
+    coverage = tuple(_still_covered(cov, kept) for cov in batch.coverage)
+    return replace(batch, items=tuple(items), coverage=coverage)
+
+
+def _serialized(items: list[EvidenceItem]) -> int:
+    return len(render_evidence([_evidence_out(item) for item in items]))
+
+
+def _still_covered(cov: SlotCoverage, kept: set[str]) -> SlotCoverage:
+    anchors = tuple(a for a in cov.anchors if a in kept)
+    if cov.status != "matched" or anchors == cov.anchors:
+        return cov
+    if anchors:
+        return replace(cov, anchors=anchors)
+    return SlotCoverage(cov.slot, "unresolved", candidates=cov.anchors[:3])
 
 
 def _pack_chars(request: VirtualRequest) -> int:
