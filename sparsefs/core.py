@@ -117,9 +117,9 @@ class Core:
         if _is_control(path):
             return self._control_entries(path)
         rel = relative(path)
-        here = self.root.lstat(rel).st_ino
+        here, listing = self.root.scandir(rel)
         up = self.root.lstat(rel.rpartition("/")[0]).st_ino if rel else here
-        entries = [(".", stat.S_IFDIR, here), ("..", stat.S_IFDIR, up), *self.root.scandir(rel)]
+        entries = [(".", stat.S_IFDIR, here), ("..", stat.S_IFDIR, up), *listing]
         if path == "/" and not any(name == CONTROL_DIR for name, _, _ in entries):
             entries.append((CONTROL_DIR, stat.S_IFDIR, virtual_ino(_CONTROL_PREFIX)))
         return entries

@@ -136,12 +136,13 @@ class SourceRoot:
     def open_file(self, rel: str, flags: int, mode: int = 0) -> int:
         return openat2(self.fd, rel or ".", flags, mode)
 
-    def scandir(self, rel: str) -> list[tuple[str, int, int]]:
-        """(name, file-type bits, inode) for each entry."""
+    def scandir(self, rel: str) -> tuple[int, list[tuple[str, int, int]]]:
+        """The directory's own inode, and (name, file-type bits, inode) for each entry."""
         fd = self.open_file(rel, os.O_RDONLY | os.O_DIRECTORY)
         try:
             with os.scandir(fd) as entries:
-                return [(e.name, _type_bits(e), e.inode()) for e in entries]
+                listing = [(e.name, _type_bits(e), e.inode()) for e in entries]
+            return os.fstat(fd).st_ino, listing
         finally:
             os.close(fd)
 

@@ -37,10 +37,18 @@ def _after_evidence(name: str, pack: EvidencePack, last_line: int) -> list[str]:
         steps.append(f"{command(name, 'refine=' + encode_argument(unresolved[0]))}    # other wording, unseen spans")
     elif pack.intent:
         steps.append(f"{command(name, 'refine=' + encode_argument(pack.intent))}    # more, skipping what you saw")
-    if pack.evidence:
-        widened = _widened(pack.evidence[0].anchor, last_line)
-        steps.append(f"{command(name, 'focus=' + widened)}    # around the first passage")
+    best = _best_anchor(pack)
+    if best:
+        steps.append(f"{command(name, 'focus=' + _widened(best, last_line))}    # around the best passage")
     return steps
+
+
+def _best_anchor(pack: EvidencePack) -> str | None:
+    """The top-ranked anchor of the first matched slot (coverage lists anchors best first)."""
+    for cov in pack.coverage:
+        if cov.status == "matched" and cov.anchors:
+            return cov.anchors[0]
+    return pack.evidence[0].anchor if pack.evidence else None
 
 
 def _widened(anchor: str, last_line: int) -> str:
