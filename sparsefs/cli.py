@@ -76,6 +76,8 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
         return 1
     mode = "in place" if plan.in_place else f"mirroring {plan.source}"
     print(f"mounted {plan.mountpoint} ({mode}); daemon pid {child.pid}; log {log_path}")
+    if plan.in_place:
+        print(f"shells already inside {plan.mountpoint} still see the directory below: run 'cd .' there")
     return 0
 
 
