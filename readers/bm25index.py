@@ -9,17 +9,22 @@ separate, broader stopword list decides which query words are *content* words
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from xxhash import xxh3_64_intdigest
 
 Scores = npt.NDArray[np.float64]
 Offsets = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
+Hashes = npt.NDArray[np.uint64]
 
 NEIGHBOUR_WEIGHT = 0.3
 """Smoothed score = score + NEIGHBOUR_WEIGHT x (previous + next unit's score)."""
@@ -64,11 +69,11 @@ def _bm25s() -> Any:
     return bm25s
 
 
-def _stemmer() -> Any:
+def _stemmer(cache: bool = True) -> Any:
     import Stemmer
 
     # A fresh stemmer per call: PyStemmer objects keep a cache and are not thread-safe.
-    return Stemmer.Stemmer("english")
+    return Stemmer.Stemmer("english") if cache else Stemmer.Stemmer("english", 0)
 
 
 @cache
@@ -95,38 +100,112 @@ def content_tokens(text: str) -> frozenset[str]:
 
 
 class UnitIndex:
-    """BM25 scores of every unit for a query; picklable, read-only after build."""
+    """BM25 (Lucene variant, as bm25s computes it) over the units; picklable, read-only.
+
+    Terms are 64-bit hashes of stems, kept sorted, with a posting list (unit, BM25
+    weight) each. Building it takes a few C-level passes over the tokens and no
+    Python step per token, so its cost stays linear in the text.
+    """
 
     def __init__(self, texts: Sequence[str]) -> None:
         self.size = len(texts)
-        self._retriever: Any = None
-        if not texts:
+        self.shift = 1
+        self.terms: Hashes = np.zeros(0, dtype=np.uint64)
+        self.indptr: Offsets = np.zeros(1, dtype=np.int64)
+        self.docs: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self.weights: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
+        if texts:
+            self._build(*_stem_hashes(texts))
+
+    def _build(self, stems: Hashes, docs: Offsets) -> None:
+        """Posting lists from the stem hash and unit of every indexed token.
+
+        One sort of (term, unit) keys: the unit in the low ``shift`` bits, the term in
+        the stem hash's other (at least 44) bits; two of a few million distinct stems
+        are unlikely to share them, and if they do they only share postings.
+        """
+        lengths = np.bincount(docs, minlength=self.size)
+        if not len(stems):
             return
-        bm25s = _bm25s()
-        tokens = bm25s.tokenize(
-            list(texts),
-            stopwords="en",
-            stemmer=_stemmer(),
-            return_ids=True,
-            show_progress=False,
-        )
-        if not tokens.vocab:  # nothing searchable (bm25s cannot index an empty vocabulary)
-            return
-        retriever = bm25s.BM25()
-        retriever.index(tokens, show_progress=False)
-        self._retriever = retriever
+        self.shift = max(1, (self.size - 1).bit_length())
+        keys = (stems >> np.uint64(self.shift) << np.uint64(self.shift)) | docs.astype(np.uint64)
+        del stems, docs
+        keys.sort()
+        at = np.flatnonzero(np.append(True, keys[1:] != keys[:-1]))
+        tf = np.diff(np.append(at, len(keys))).astype(np.float64)
+        keys = keys[at]
+        docs = (keys & np.uint64((1 << self.shift) - 1)).astype(np.int64)
+        terms = keys >> np.uint64(self.shift)
+        del keys
+        term_at = np.flatnonzero(np.append(True, terms[1:] != terms[:-1]))
+        self.terms = terms[term_at]
+        self.indptr = np.append(term_at, len(terms)).astype(np.int64)
+        df = np.diff(self.indptr)
+        idf = np.log(1 + (self.size - df + 0.5) / (df + 0.5)).astype(np.float32)
+        norm = K1 * ((1 - B) + B * lengths[docs] / max(float(lengths.mean()), 1e-9))
+        self.weights = (np.repeat(idf, df) * (tf / (norm + tf))).astype(np.float32)
+        self.docs = docs.astype(np.int32)
 
     def scores(self, query: str) -> Scores:
         """BM25 score of each unit (zeros when no query token is in the index)."""
-        zeros: Scores = np.zeros(self.size, dtype=np.float64)
-        if self._retriever is None:
-            return zeros
-        vocab: dict[str, int] = self._retriever.vocab_dict
-        ids = [vocab[token] for token in tokenize(query) if token in vocab]
-        if not ids:
-            return zeros
-        raw = self._retriever.get_scores_from_ids(ids)
-        return np.asarray(raw, dtype=np.float64)
+        total = np.zeros(self.size, dtype=np.float32)
+        if not len(self.terms):
+            return total.astype(np.float64)
+        for term in _hashes(tokenize(query)) >> np.uint64(self.shift):
+            at = int(np.searchsorted(self.terms, term))
+            if at < len(self.terms) and self.terms[at] == term:
+                lo, hi = int(self.indptr[at]), int(self.indptr[at + 1])
+                total[self.docs[lo:hi]] += self.weights[lo:hi]  # a term's units are distinct
+        return total.astype(np.float64)
+
+
+K1 = 1.5
+B = 0.75
+_TOKEN = re.compile(r"\w\w+")  # what bm25s' r"(?u)\b\w\w+\b" finds, a little faster
+_CHUNK = 8192
+
+
+def _hashes(words: Sequence[str]) -> Hashes:
+    """Stable 64-bit hashes (xxh3) of ``words``."""
+    return np.fromiter(map(xxh3_64_intdigest, map(str.encode, words)), np.uint64, len(words))
+
+
+@cache
+def _stopword_hashes() -> Hashes:
+    return _hashes(_bm25s().stopwords.STOPWORDS_EN)
+
+
+def _stem_hashes(texts: Sequence[str]) -> tuple[Hashes, Offsets]:
+    """Stem hash and unit of every token of ``texts`` but bm25s' English stopwords."""
+    stemmer = _stemmer(cache=False)  # words are stemmed once per chunk: a cache only costs
+    stems: list[Hashes] = []
+    units: list[Offsets] = []
+    for at in range(0, len(texts), _CHUNK):
+        per_unit = [_TOKEN.findall(t.lower()) for t in texts[at : at + _CHUNK]]
+        flat = list(chain.from_iterable(per_unit))
+        raw = _hashes(flat)
+        keep = ~np.isin(raw, _stopword_hashes())
+        stems.append(_stems_of(flat, raw, stemmer)[keep])
+        counts = np.fromiter(map(len, per_unit), np.int64, len(per_unit))
+        units.append(np.repeat(np.arange(at, at + len(per_unit), dtype=np.int64), counts)[keep])
+    return np.concatenate(stems), np.concatenate(units)
+
+
+def _stems_of(tokens: list[str], raw: Hashes, stemmer: Any) -> Hashes:
+    """Stem hash of each token; each distinct token is stemmed once, numbers not at all."""
+    distinct, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    words = _pick(tokens, first)
+    wordy = np.flatnonzero(~np.fromiter(map(str.isdigit, words), np.bool_, len(words)))
+    distinct[wordy] = _hashes(stemmer.stemWords(_pick(words, wordy)))
+    result: Hashes = distinct[inverse]
+    return result
+
+
+def _pick(items: list[str], at: npt.NDArray[np.intp]) -> list[str]:
+    """items[i] for each i in ``at`` (one C-level pass)."""
+    if len(at) < 2:
+        return [items[i] for i in at.tolist()]
+    return list(itemgetter(*at.tolist())(items))
 
 
 # -- choosing passages -------------------------------------------------------------

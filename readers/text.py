@@ -4,6 +4,10 @@ Full view: the decoded UTF-8 text, exactly (newlines untouched). Evidence is
 located with BM25 over sentence units (line groups for code and data), each
 unit's score smoothed with its neighbours', the next unit taken along, and
 adjacent picks merged into passages that are exact slices of the full view.
+``&scope=`` (``L10-400`` or ``#Heading``) restricts the units searched.
+
+Bounded work: files over :attr:`TextReader.max_bytes` (32 MiB) are refused with
+a hint; parsing is linear in the size (see ``readers.segment``).
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ import difflib
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from readers.base import (
     Anchor,
     ArtifactSource,
+    ArtifactTooLarge,
     BadAnchor,
     Batch,
     EvidenceItem,
@@ -29,14 +35,25 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.bm25index import Scores, Selection, UnitIndex, blocked_mask, content_tokens, select, smoothed
-from readers.segment import Heading, Segmentation, segment
+from readers.bm25index import (
+    Offsets,
+    Scores,
+    Selection,
+    UnitIndex,
+    blocked_mask,
+    content_tokens,
+    select,
+    smoothed,
+)
+from readers.segment import MAX_HEADINGS, Heading, Positions, Segmentation, bisect, segment, strip_span
 
 _MARKDOWN = frozenset({".md", ".markdown"})
 _CODE = frozenset({".py", ".js", ".ts", ".c", ".h", ".go", ".rs", ".java", ".sh", ".css"})
 _CONFIG = frozenset({".yaml", ".yml", ".toml", ".ini", ".cfg"})
 _DATA = frozenset({".csv", ".json", ".jsonl", ".xml", ".html"})
 _LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
+_TOO_LARGE_HINT = "too large to index; read parts with @raw (head -c, tail -c) or search it with grep"
+_METHOD = "bm25+neighbours"
 
 
 def kind_of(name: str, text: str) -> str:
@@ -67,6 +84,7 @@ class TextReader(Reader):
     name = "text"
     extensions = frozenset({".txt", ".md", ".markdown", ".rst", ".log", ""} | _CODE | _CONFIG | _DATA)
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full"})
+    max_bytes = 32 * 1024 * 1024
 
     # -- detection and parsing -------------------------------------------------
 
@@ -81,6 +99,9 @@ class TextReader(Reader):
         return True
 
     def parse(self, source: ArtifactSource) -> Parsed:
+        if source.size > self.max_bytes:
+            message = f"{source.size:,} bytes is over the Text Reader's {self.max_bytes:,}-byte bound"
+            raise ArtifactTooLarge(message, hint=_TOO_LARGE_HINT)
         data = source.read_bytes(self.max_bytes)
         text = _decode(data)
         kind = kind_of(source.name, text)
@@ -112,28 +133,25 @@ class TextReader(Reader):
         k: int | None = None,
     ) -> Batch:
         slots = intent.slots or (intent.text,)
-        scope = _scope(parsed)
+        view = _view(parsed, intent.scope)
         contents = [content_tokens(slot) for slot in slots]
         if not any(contents):
             coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
-            return Batch((), scope, coverage, flags=("no-content-words",))
-        starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
+            return Batch((), view.scope, coverage, flags=("no-content-words",))
         index = _index(parsed)
-        raw = {j: index.scores(slot) for j, slot in enumerate(slots) if contents[j]}
+        raw = {j: view.part(index.scores(slot)) for j, slot in enumerate(slots) if contents[j]}
         ranked = {j: smoothed(scores) for j, scores in raw.items()}
-        blocked = blocked_mask(starts, ends, exclude)
-        items = _items(parsed, select(starts, ends, ranked, blocked, max_chars, k))
-        coverage = tuple(_coverage(parsed, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots))
-        return Batch(tuple(items), scope, coverage)
+        blocked = blocked_mask(view.starts, view.ends, exclude)
+        items = _items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))
+        coverage = tuple(
+            _coverage(parsed, view, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots)
+        )
+        return Batch(tuple(items), view.scope, coverage)
 
     # -- focus -----------------------------------------------------------------
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
-        spec = anchor.strip()
-        if spec.startswith("#"):
-            start, end = _heading_span(parsed, spec.lstrip("#").strip())
-        else:
-            start, end = _line_span(parsed, spec)
+        start, end = _anchor_span(parsed, anchor, "@focus=")
         item = _item(parsed, start, end, score=0.0, slots=())
         lines = (item.anchor.line_end or 0) - (item.anchor.line_start or 0) + 1
         scope = Scope(lines, "lines", "focus", end - start)
@@ -151,8 +169,8 @@ class TextReader(Reader):
             f"{parsed.kind} file: {len(text):,} chars, {len(seg.line_starts):,} lines, "
             f"{len(seg.units):,} {_unit_word(parsed)}"
         )
-        outline = _Bounded(out.room() * 3 // 5 if seg.line_starts else out.room())  # leave room for lines
-        _outline(outline, seg.headings)
+        outline = _Bounded(out.room() * 3 // 5 if len(seg.line_starts) else out.room())  # leave room for lines
+        _outline(outline, seg.headings, seg.headings_dropped)
         for line in outline.lines:
             out.add(line)
         _first_lines(out, text, seg.line_starts)
@@ -184,13 +202,57 @@ def _index(parsed: Parsed) -> UnitIndex:
     return index
 
 
-def _scope(parsed: Parsed) -> Scope:
-    units = len(_seg(parsed).units)
-    return Scope(units, _unit_word(parsed), "bm25+neighbours", len(parsed.full_view))
-
-
 def _unit_word(parsed: Parsed) -> str:
-    return "sentences" if parsed.kind in ("markdown", "text") else "line groups"
+    prose = parsed.kind in ("markdown", "text") and not _seg(parsed).coarse
+    return "sentences" if prose else "line groups"
+
+
+# -- scope -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _View:
+    """The units a locate may pick from: all of them, or those inside ``&scope=``.
+
+    ``first`` is the index of the view's first unit among all units; the edge
+    units of a scope are clipped to it.
+    """
+
+    starts: Offsets
+    ends: Offsets
+    first: int
+    scope: Scope
+
+    def part(self, scores: Scores) -> Scores:
+        """Per-unit values of all units, restricted to the view."""
+        return scores[self.first : self.first + len(self.starts)]
+
+
+def _view(parsed: Parsed, spec: str | None) -> _View:
+    starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
+    unit = _unit_word(parsed)
+    if spec is None:
+        return _View(starts, ends, 0, Scope(len(starts), unit, _METHOD, len(parsed.full_view)))
+    lo, hi = _anchor_span(parsed, spec, "&scope=")
+    first = int(np.searchsorted(ends, lo, side="right"))
+    last = int(np.searchsorted(starts, hi, side="left"))
+    starts, ends = starts[first:last].copy(), ends[first:last].copy()
+    if len(starts):
+        first, starts, ends = _clip(parsed.full_view, starts, ends, lo, hi, first)
+    scope = Scope(len(starts), unit, _METHOD, hi - lo, note=f"scope {spec.strip()}")
+    return _View(starts, ends, first, scope)
+
+
+def _clip(text: str, starts: Offsets, ends: Offsets, lo: int, hi: int, first: int) -> tuple[int, Offsets, Offsets]:
+    """Cut the edge units to [lo, hi) (stripped); drop one left blank."""
+    starts[0], ends[-1] = max(int(starts[0]), lo), min(int(ends[-1]), hi)
+    starts[0], ends[0] = strip_span(text, int(starts[0]), int(ends[0]))
+    starts[-1], ends[-1] = strip_span(text, int(starts[-1]), int(ends[-1]))
+    if starts[-1] >= ends[-1]:
+        starts, ends = starts[:-1], ends[:-1]
+    if len(starts) and starts[0] >= ends[0]:
+        starts, ends, first = starts[1:], ends[1:], first + 1
+    return first, starts, ends
 
 
 # -- locate helpers --------------------------------------------------------------
@@ -222,7 +284,7 @@ def _anchor(parsed: Parsed, start: int, end: int) -> Anchor:
 
 def line_of(seg: Segmentation, offset: int) -> int:
     """1-based line number holding character ``offset``."""
-    return max(1, bisect_right(seg.line_starts, offset))
+    return max(1, bisect(seg.line_starts, offset))
 
 
 def _heading_above(headings: Sequence[Heading], line: int) -> Heading | None:
@@ -233,6 +295,7 @@ def _heading_above(headings: Sequence[Heading], line: int) -> Heading | None:
 
 def _coverage(
     parsed: Parsed,
+    view: _View,
     slot: str,
     j: int,
     content: frozenset[str],
@@ -243,14 +306,14 @@ def _coverage(
     mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
     if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
         return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
-    return SlotCoverage(slot, "unresolved", candidates=_closest(parsed, scores))
+    return SlotCoverage(slot, "unresolved", candidates=_closest(parsed, view, scores))
 
 
-def _closest(parsed: Parsed, scores: Scores | None, n: int = 3) -> tuple[str, ...]:
-    """Labels of the units with the best raw (unsmoothed) scores, if positive."""
+def _closest(parsed: Parsed, view: _View, scores: Scores | None, n: int = 3) -> tuple[str, ...]:
+    """Labels of the units in view with the best raw (unsmoothed) scores, if positive."""
     if scores is None:
         return ()
-    starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
+    starts, ends = view.starts, view.ends
     labels: list[str] = []
     for u in np.argsort(-scores, kind="stable")[: 4 * n]:
         label = _anchor(parsed, int(starts[u]), int(ends[u])).label
@@ -262,34 +325,43 @@ def _closest(parsed: Parsed, scores: Scores | None, n: int = 3) -> tuple[str, ..
 # -- focus helpers ---------------------------------------------------------------
 
 
-def _line_span(parsed: Parsed, spec: str) -> tuple[int, int]:
+def _anchor_span(parsed: Parsed, anchor: str, how: str) -> tuple[int, int]:
+    """[start, end) of ``L10-400`` or ``#Heading`` (hints say ``how`` to ask, e.g. '@focus=')."""
+    spec = anchor.strip()
+    if spec.startswith("#"):
+        return _heading_span(parsed, spec.lstrip("#").strip(), how)
+    return _line_span(parsed, spec, how)
+
+
+def _line_span(parsed: Parsed, spec: str, how: str) -> tuple[int, int]:
     """[start, end) of lines a..b (end excludes the last line's newline)."""
     starts = _seg(parsed).line_starts
     n = len(starts)
-    hint = f"file has {n} lines; try @focus=L1-{n}" if n else "the file is empty; read it with @full"
+    hint = f"file has {n} lines; try {how}L1-{n}" if n else "the file is empty; read it with @full"
+    what = "scope" if how.startswith("&") else "anchor"
     match = _LINE_ANCHOR.fullmatch(spec)
     if not match:
-        raise BadAnchor(f"unknown anchor {spec!r} for a text file", hint=hint)
+        raise BadAnchor(f"unknown {what} {spec!r} for a text file", hint=hint)
     first = int(match.group(1))
     last = int(match.group(2)) if match.group(2) else first
     if not 1 <= first <= last <= n:
         raise BadAnchor(f"line range {spec!r} is outside lines 1-{n}", hint=hint)
     text = parsed.full_view
-    end = starts[last] - 1 if last < n else len(text)
+    end = int(starts[last]) - 1 if last < n else len(text)
     if last == n and text.endswith("\n"):
         end -= 1
-    start = starts[first - 1]
+    start = int(starts[first - 1])
     if end > start and text[end - 1] == "\r":  # CRLF: the anchor ends with the line's text
         end -= 1
     return start, end
 
 
-def _heading_span(parsed: Parsed, title: str) -> tuple[int, int]:
+def _heading_span(parsed: Parsed, title: str, how: str) -> tuple[int, int]:
     """The section under a heading: to the next heading of the same or higher level."""
     headings = _seg(parsed).headings
     found = _find_heading(headings, title)
     if found is None:
-        raise BadAnchor(f"no heading matches {title!r}", hint=_heading_hint(parsed, title))
+        raise BadAnchor(f"no heading matches {title!r}", hint=_heading_hint(parsed, title, how))
     at = headings.index(found)
     nxt = next((h for h in headings[at + 1 :] if h.level <= found.level), None)
     end = nxt.char_start if nxt else len(parsed.full_view)
@@ -309,14 +381,17 @@ def _find_heading(headings: Sequence[Heading], title: str) -> Heading | None:
     return matches[0] if matches else None
 
 
-def _heading_hint(parsed: Parsed, title: str) -> str:
+def _heading_hint(parsed: Parsed, title: str, how: str) -> str:
     seg = _seg(parsed)
     titles = [h.title for h in seg.headings]
+    n = len(seg.line_starts)
     if not titles:
-        n = len(seg.line_starts)
-        return f"this file has no markdown headings; it has {n} lines, try @focus=L1-{n}"
+        return f"this file has no markdown headings; it has {n} lines, try {how}L1-{n}"
     close = difflib.get_close_matches(title, titles, n=3, cutoff=0.0)
-    return "closest headings: " + ", ".join(f"#{t}" for t in close)
+    hint = "closest headings: " + ", ".join(f"#{t}" for t in close)
+    if seg.headings_dropped:
+        hint += f" (past {MAX_HEADINGS:,} headings the deepest levels are not indexed; try {how}L1-{n})"
+    return hint
 
 
 # -- preview helpers -------------------------------------------------------------
@@ -351,10 +426,11 @@ class _Bounded:
         return "\n".join(self.lines)
 
 
-def _outline(out: _Bounded, headings: Sequence[Heading]) -> None:
+def _outline(out: _Bounded, headings: Sequence[Heading], dropped: int = 0) -> None:
     if not headings:
         return
-    out.add(f"headings ({len(headings)}):")
+    more = f", {dropped:,} more not indexed" if dropped else ""
+    out.add(f"headings ({len(headings)}{more}):")
     shown = 0
     for h in headings[:PREVIEW_HEADINGS]:
         rest = len(headings) - shown - 1
@@ -368,10 +444,10 @@ def _outline(out: _Bounded, headings: Sequence[Heading]) -> None:
         out.add(f"  … {len(headings) - shown} more headings")
 
 
-def _first_lines(out: _Bounded, text: str, starts: Sequence[int]) -> None:
-    if not starts or not out.add("first lines:"):
+def _first_lines(out: _Bounded, text: str, starts: Positions) -> None:
+    if not len(starts) or not out.add("first lines:"):
         return
-    for number, start in enumerate(starts[:PREVIEW_LINES], 1):
+    for number, start in enumerate(starts[:PREVIEW_LINES].tolist(), 1):
         end = text.find("\n", start)
         line = text[start : end if end >= 0 else len(text)].rstrip("\r")
         if len(line) > PREVIEW_LINE_CHARS:

@@ -288,8 +288,12 @@ def test_previews_count_as_exposure_and_error_packs_save_nothing(core: Core) -> 
 
 
 def test_scope_restricts_where_evidence_comes_from(core: Core) -> None:
-    pack = pack_json(core, f"/{REPORT}@intent=revenue growth&scope=L1-20")
-    assert pack.evidence and all(item.lines and item.lines[1] <= 20 for item in pack.evidence)
+    pack = pack_json(core, f"/{REPORT}@intent=revenue growth&scope=L1-40")
+    assert pack.evidence and all(item.lines and item.lines[1] <= 40 for item in pack.evidence)
+    unscoped = pack_json(core, f"/{REPORT}@intent=revenue growth")
+    assert any(item.lines and item.lines[0] > 40 for item in unscoped.evidence)
+    bad = read_virtual(core, f"/{REPORT}@intent=revenue&scope=L900-950").decode()
+    assert "## Error" in bad and "scope" in bad
 
 
 def test_a_batch_that_does_not_fit_falls_back_to_the_full_view_once(core: Core) -> None:

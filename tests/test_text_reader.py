@@ -5,28 +5,37 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
+import random
 import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from unittest.mock import patch
 
+import bm25s
+import numpy as np
 import pytest
+import Stemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import readers.segment as segmentation
 from readers.base import (
+    ArtifactTooLarge,
     BadAnchor,
     Batch,
     Parsed,
     ReadIntent,
     UnsupportedArtifact,
 )
-from readers.segment import UNIT_CAP, segment
+from readers.bm25index import UnitIndex
+from readers.segment import MIN_UNIT, UNIT_CAP, segment
 from readers.text import TextReader
 
 DATA = Path("/work/shared/data/qa")
@@ -199,6 +208,20 @@ def _check_units(text: str, units: tuple[tuple[int, int], ...]) -> None:
     assert missing == []  # every visible character is in some unit
 
 
+def _check_units_fast(text: str, units: tuple[tuple[int, int], ...]) -> None:
+    """_check_units in numpy, for texts of megabytes."""
+    spans = np.array(units, dtype=np.int64).reshape(-1, 2)
+    starts, ends = spans[:, 0], spans[:, 1]
+    assert (starts < ends).all() and (ends - starts <= UNIT_CAP).all() and (starts[1:] >= ends[:-1]).all()
+    codes = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    space = np.isin(codes, [c for c in range(0x3001) if chr(c).isspace()])
+    assert not space[starts].any() and not space[ends - 1].any()
+    depth = np.zeros(len(text) + 1, dtype=np.int64)
+    np.add.at(depth, starts, 1)
+    np.add.at(depth, ends, -1)
+    assert (np.cumsum(depth)[:-1] > 0)[~space].all()  # every visible character is in some unit
+
+
 def test_units_of_real_documents_are_ordered_capped_and_complete() -> None:
     for text in list(_docs().values())[:10]:
         _check_units(text, segment(text, prose=True, markdown=False).units)
@@ -206,32 +229,55 @@ def test_units_of_real_documents_are_ordered_capped_and_complete() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    text=st.text(alphabet=st.sampled_from(list("ab C.!?\n\n #`~-|\r\t\u00e9")), max_size=900),
+    text=st.text(alphabet=st.sampled_from(list("ab C.!?\n\n #`~-|\r\t\u00e9\u2028")), max_size=900),
     prose=st.booleans(),
     markdown=st.booleans(),
+    coarse=st.booleans(),
 )
-def test_units_property(text: str, prose: bool, markdown: bool) -> None:
-    _check_units(text, segment(text, prose=prose, markdown=markdown).units)
+def test_units_property(text: str, prose: bool, markdown: bool, coarse: bool) -> None:
+    with patch.object(segmentation, "MAX_EVENTS", 0 if coarse else segmentation.MAX_EVENTS):
+        seg = segment(text, prose=prose, markdown=markdown)
+    _check_units(text, seg.units)
+    assert seg.coarse == (coarse and bool(text))
+    assert len(seg.line_starts) == (len(text.split("\n")) - text.endswith("\n") if text else 0)
+
+
+LONG_1 = "Dr. Smith met Mr. Jones, e.g. at noon, to go over the grammar of the read intent protocol."
+LONG_2 = "They talked about it for a long time, and nobody in the room wanted to stop the two of them!"
+LONG_3 = "Then 3 of them left early, because the trains back to the city stop running after eleven."
 
 
 def test_sentences_split_on_boundaries_not_abbreviations() -> None:
-    text = "Dr. Smith met Mr. Jones, e.g. at noon. They talked!\nThen 3 left.\n\nNew paragraph here"
+    text = f"{LONG_1} {LONG_2}\n{LONG_3}\n\nNew paragraph here"
+    seg = segment(text, prose=True, markdown=False)
+    assert [text[s:e] for s, e in seg.units] == [LONG_1, LONG_2, LONG_3, "New paragraph here"]
+
+
+def test_short_sentences_join_a_neighbour_in_their_paragraph() -> None:
+    assert all(len(s) >= MIN_UNIT for s in (LONG_1, LONG_2, LONG_3))
+    text = f"Yes. {LONG_2} {LONG_3} Short tail.\n\nAlone.\n\nOne. Two. Three."
     seg = segment(text, prose=True, markdown=False)
     assert [text[s:e] for s, e in seg.units] == [
-        "Dr. Smith met Mr. Jones, e.g. at noon.",
-        "They talked!",
-        "Then 3 left.",
-        "New paragraph here",
+        f"Yes. {LONG_2}",  # a short sentence joins the next one
+        f"{LONG_3} Short tail.",  # the last one joins the previous one
+        "Alone.",  # never across a paragraph break
+        "One. Two. Three.",
     ]
 
 
 def test_newlines_inside_a_paragraph_are_kept() -> None:
-    text = "A wrapped sentence that\ncontinues on the next line. Next one."
+    first = "A wrapped sentence that\ncontinues on the next line, long enough to stand on its own as a unit."
+    text = f"{first} {LONG_2}"
     seg = segment(text, prose=True, markdown=False)
-    assert [text[s:e] for s, e in seg.units] == [
-        "A wrapped sentence that\ncontinues on the next line.",
-        "Next one.",
-    ]
+    assert [text[s:e] for s, e in seg.units] == [first, LONG_2]
+
+
+@pytest.mark.parametrize(("name", "line"), [("a.txt", "a"), ("a.py", "x = 1"), ("a.csv", "1,2")])
+def test_tiny_lines_make_line_groups_of_a_few_hundred_chars(reader: TextReader, name: str, line: str) -> None:
+    text = f"{line}\n" * 5_000
+    units = reader.parse(Source(name, text.encode())).data["segmentation"].units
+    assert len(units) <= 2 * len(text) // UNIT_CAP
+    assert all(UNIT_CAP // 2 < e - s <= UNIT_CAP for s, e in units[:-1])
 
 
 def test_source_code_becomes_line_groups() -> None:
@@ -270,6 +316,114 @@ def test_segmentation_is_linear_on_adversarial_text(text: str) -> None:
     _check_units(text, seg.units)
 
 
+def _hostile(kind: str, size: int) -> tuple[str, str]:
+    """(name, text) of about ``size`` characters of a hostile kind."""
+    rnd = random.Random(7)
+    if kind == "tiny-lines":
+        return "a.txt", "a\n" * (size // 2)
+    if kind == "heading-lines":
+        return "h.md", "# h\n" * (size // 4)
+    if kind == "one-long-line":
+        words = ["".join(rnd.choices("abcdefghij", k=rnd.randint(1, 9))) for _ in range(3_000)]
+        return "one.txt", " ".join(rnd.choices(words, k=size // 6))[:size]
+    if kind == "dots":
+        return "d.txt", "." * size
+    if kind == "random-utf8":
+        return "r.txt", rnd.randbytes(size * 2).decode("utf-8", "ignore").replace("\x00", "")[:size]
+    assert kind == "csv-lines"
+    return "d.csv", "".join(f"{i % 1000},{i % 7}\n" for i in range(1_000_000))
+
+
+def _peak_rss_growth(work: Callable[[], Parsed]) -> tuple[Parsed, int | None]:
+    """The result of ``work`` and how far the process's peak RSS rose above its RSS before (Linux)."""
+
+    def status(key: str) -> int:
+        text = Path("/proc/self/status").read_text()
+        return int(re.search(rf"^{key}:\s+(\d+) kB", text, re.MULTILINE).group(1)) * 1024  # type: ignore[union-attr]
+
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    except OSError:
+        return work(), None
+    before = status("VmRSS")
+    result = work()
+    return result, status("VmHWM") - before
+
+
+HOSTILE = ["tiny-lines", "heading-lines", "one-long-line", "dots", "random-utf8", "csv-lines"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_parse_work_is_bounded_on_hostile_input(reader: TextReader, kind: str) -> None:
+    """4-6 MB parse in about a second here (32 MiB: < 7 s, < 0.8 GB peak); bounds leave room for a loaded CI."""
+    name, text = _hostile(kind, 4 << 20)
+    data = text.encode()
+    started = time.perf_counter()
+    parsed, growth = _peak_rss_growth(lambda: reader.parse(Source(name, data)))
+    assert time.perf_counter() - started < 5.0
+    assert growth is None or growth < 40 * len(data)  # measured: at most ~18 bytes per byte
+    seg = parsed.data["segmentation"]
+    assert len(seg.units) <= len(text) // 40 and len(seg.headings) <= segmentation.MAX_HEADINGS
+    _check_units_fast(text, seg.units)
+    started = time.perf_counter()
+    reader.locate(parsed, ReadIntent("abc 123 h", ()), 1500)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_too_large_file_is_refused_with_a_hint(reader: TextReader) -> None:
+    class Huge:
+        name, size = "big.log", reader.max_bytes + 1
+
+        def read_bytes(self, limit: int) -> bytes:
+            raise AssertionError("never read")
+
+    assert reader.max_bytes == 32 * 1024 * 1024
+    with pytest.raises(ArtifactTooLarge) as err:
+        reader.parse(Huge())
+    assert all(word in err.value.hint for word in ("@raw", "head", "grep"))
+
+
+def test_too_much_structure_is_segmented_coarsely(reader: TextReader) -> None:
+    with patch.object(segmentation, "MAX_EVENTS", 5):
+        parsed = _parse(reader, MARKDOWN, "README.md")
+    seg = parsed.data["segmentation"]
+    assert seg.coarse
+    _check_units(MARKDOWN, seg.units)
+    assert all(e - s > 100 for s, e in seg.units[:-1])
+    titles = [h.title for h in seg.headings]  # '#' at column 0; fences are not followed
+    assert titles == ["SparseFS", "Install", "not a heading: inside a fence", "Requirements", "Usage", "Appendix"]
+    assert "line groups" in reader.preview(parsed, 200).split("\n")[0]
+    assert reader.locate(parsed, ReadIntent("libfuse", ()), 500).scope.unit == "line groups"
+
+
+def test_headings_past_the_cap_drop_the_deepest_levels(reader: TextReader) -> None:
+    items = ["".join(f"## Item {i}.{j}\n\nText.\n\n" for j in range(5)) for i in range(4)]
+    text = "".join(f"# Part {i}\n\nIntro {i}.\n\n{items[i]}" for i in range(4))
+    with patch.object(segmentation, "MAX_HEADINGS", 10):
+        parsed = _parse(reader, text, "a.md")
+        flat = _parse(reader, "".join(f"# T{i}\n\nx\n\n" for i in range(30)), "b.md")
+    seg = parsed.data["segmentation"]
+    assert [h.title for h in seg.headings] == ["Part 0", "Part 1", "Part 2", "Part 3"]
+    assert seg.headings_dropped == 20
+    (part,) = reader.focus(parsed, "#Part 2").items
+    assert part.text.startswith("# Part 2") and part.text.endswith("Text.") and "# Part 3" not in part.text
+    assert "headings (4, 20 more not indexed):" in reader.preview(parsed, 500)
+    with pytest.raises(BadAnchor) as err:
+        reader.focus(parsed, "#Item 1.1")
+    assert "L1-" in err.value.hint
+    fseg = flat.data["segmentation"]
+    assert [h.title for h in fseg.headings] == [f"T{i}" for i in range(10)] and fseg.headings_dropped == 20
+
+
+def test_too_many_units_are_merged_pairwise() -> None:
+    text = "Hi there. " * 3_000  # sentences of 9 chars: units of MIN_UNIT and more
+    plenty = segment(text, prose=True, markdown=False).units
+    with patch.object(segmentation, "MAX_UNITS", 100):
+        few = segment(text, prose=True, markdown=False).units
+    _check_units(text, few)
+    assert len(few) < len(plenty) and len(few) <= 2 * len(text) // UNIT_CAP + 1
+
+
 def test_markdown_headings_skip_fenced_code(reader: TextReader) -> None:
     parsed = _parse(reader, MARKDOWN, "README.md")
     headings = parsed.data["segmentation"].headings
@@ -290,6 +444,22 @@ def test_hash_comments_are_not_headings_in_code(reader: TextReader) -> None:
 
 
 # -- locate ------------------------------------------------------------------------------
+
+
+def test_index_scores_are_bm25s_scores(covid: dict[str, Parsed]) -> None:
+    """The index is built without bm25s but scores exactly as bm25s' BM25 (Lucene) does."""
+    for doc_id in sorted(covid)[:4]:
+        parsed = covid[doc_id]
+        texts = [parsed.full_view[s:e] for s, e in parsed.data["segmentation"].units]
+        ours = UnitIndex(texts)
+        stemmer = Stemmer.Stemmer("english")
+        theirs = bm25s.BM25()
+        theirs.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+        for q in [q for q in _questions() if q["doc_id"] == doc_id][:5] or _questions()[:3]:
+            tokens = bm25s.tokenize(q["question"], "en", stemmer=stemmer, return_ids=False, show_progress=False)
+            ids = [theirs.vocab_dict[t] for t in tokens[0] if t in theirs.vocab_dict]
+            expected = theirs.get_scores_from_ids(ids) if ids else np.zeros(len(texts))
+            assert np.array_equal(ours.scores(q["question"]), np.asarray(expected, dtype=np.float64))
 
 
 def test_passages_are_exact_slices_with_right_lines(reader: TextReader, covid: dict[str, Parsed]) -> None:
@@ -423,6 +593,83 @@ def test_locate_finds_code_by_identifier(reader: TextReader) -> None:
     parsed = _parse(reader, PYTHON, "mount.py")
     batch = reader.locate(parsed, ReadIntent("unmount", ()), 80)
     assert "def unmount" in batch.items[0].text
+
+
+# -- scope -------------------------------------------------------------------------------
+
+
+def _scoped(reader: TextReader, parsed: Parsed, text: str, scope: str, **kw: Any) -> Batch:
+    return reader.locate(parsed, ReadIntent(text, (), scope), **{"max_chars": 1500, **kw})
+
+
+def test_line_scope_restricts_evidence_and_scope_report(reader: TextReader, covid: dict[str, Parsed]) -> None:
+    doc_id = "covidqa-1546"
+    parsed = covid[doc_id]
+    question = "genome size of bovine coronavirus"
+    best = _ask(reader, parsed, question).items[0].anchor
+    n = len(parsed.data["segmentation"].line_starts)
+    assert best.line_end is not None and n > best.line_end + 2
+    scope = f"L{best.line_end + 1}-{n}"  # everything after the best passage
+    lo, hi = reader.focus(parsed, scope).items[0].anchor.char_start, len(parsed.full_view.rstrip())
+    batch = _scoped(reader, parsed, question, scope)
+    assert batch.items
+    assert all(lo <= it.anchor.char_start and it.anchor.char_end <= hi for it in batch.items)
+    assert all(it.text == parsed.full_view[it.anchor.char_start : it.anchor.char_end] for it in batch.items)
+    starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
+    inside = int(((ends > lo) & (starts < hi)).sum())
+    assert batch.scope.units_scanned == inside < len(starts)
+    assert batch.scope.chars_processed == hi - lo and batch.scope.note == f"scope {scope}"
+    assert batch.scope.unit == "sentences" and batch.scope.method == "bm25+neighbours"
+    assert _ask(reader, parsed, question).scope.note == ""
+
+
+def test_heading_scope_is_the_section(reader: TextReader) -> None:
+    parsed = _parse(reader, MARKDOWN, "README.md")
+    (section,) = reader.focus(parsed, "#Install").items
+    lo, hi = section.anchor.char_start, section.anchor.char_end
+    batch = _scoped(reader, parsed, "pip python libfuse sparsefs", "#install")
+    assert batch.items and all(lo <= it.anchor.char_start and it.anchor.char_end <= hi for it in batch.items)
+    assert batch.scope.chars_processed == hi - lo and batch.scope.note == "scope #install"
+    usage = _scoped(reader, parsed, "libfuse kernel", "#Usage")  # the match is in another section
+    assert usage.items == () and usage.coverage[0].status == "unresolved" and usage.coverage[0].candidates == ()
+    assert usage.scope.units_scanned == 2
+
+
+def test_scope_clips_units_that_straddle_its_edges(reader: TextReader) -> None:
+    second = "over two lines, with the word zebra on the second one of them, to test the clipping."
+    text = f"{LONG_1} It goes on\n{second}\n{LONG_2}\n"
+    parsed = _parse(reader, text)
+    assert len(parsed.data["segmentation"].units) == 3  # the middle sentence spans L1-2
+    (item,) = _scoped(reader, parsed, "zebra", "L2").items
+    assert item.text == second
+    assert item.anchor.label == "L2" and item.text == text[item.anchor.char_start : item.anchor.char_end]
+    assert _scoped(reader, parsed, "smith", "L2").items == ()
+
+
+@pytest.mark.parametrize(
+    ("scope", "hint"),
+    [
+        ("L0", "file has 25 lines; try &scope=L1-25"),
+        ("L20-400", "try &scope=L1-25"),
+        ("p10-20", "try &scope=L1-25"),
+        ("#Instal guide", "closest headings: #Install"),
+    ],
+)
+def test_bad_scopes(reader: TextReader, scope: str, hint: str) -> None:
+    parsed = _parse(reader, MARKDOWN, "README.md")
+    for intent in ("libfuse", "what is this about?"):  # checked even with nothing to search for
+        with pytest.raises(BadAnchor) as err:
+            _scoped(reader, parsed, intent, scope)
+        assert hint in err.value.hint
+
+
+def test_scope_with_exclusions_and_no_content_words(reader: TextReader) -> None:
+    parsed = _parse(reader, MARKDOWN, "README.md")
+    first = _scoped(reader, parsed, "python libfuse kernel", "L13-18")
+    shown = [(it.anchor.char_start, it.anchor.char_end) for it in first.items]
+    assert shown and _scoped(reader, parsed, "python libfuse kernel", "L13-18", exclude=shown).items == ()
+    empty = _scoped(reader, parsed, "what is this about?", "L13-18")
+    assert empty.flags == ("no-content-words",) and empty.scope.note == "scope L13-18"
 
 
 def test_hit_rate_beats_the_window_baseline(reader: TextReader) -> None:
