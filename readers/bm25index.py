@@ -33,6 +33,8 @@ MAX_CANDIDATES = 200
 """Units considered per slot, best first."""
 
 MAX_MISSES = 3
+RELATIVE_FLOOR = 0.5
+"""A slot stops filling at units scoring below this fraction of its best unit."""
 """Candidates that do not fit the remaining budget before a slot stops filling."""
 
 _CONTENT_EXTRA_STOPWORDS = frozenset(
@@ -81,16 +83,26 @@ def _content_stopwords() -> list[str]:
     return sorted(set(_bm25s().stopwords.STOPWORDS_EN_PLUS) | _CONTENT_EXTRA_STOPWORDS)
 
 
+_SHORT_AMPERSAND = re.compile(r"\b(\w{1,3})&(\w{1,3})\b")
+
+
+def join_ampersands(text: str) -> str:
+    """'R&D' -> 'RD', 'S&P' -> 'SP', 'AT&T' -> 'ATT': otherwise single letters vanish in tokenizing."""
+    return _SHORT_AMPERSAND.sub(r"\1\2", text) if "&" in text else text
+
+
 def tokenize(text: str) -> list[str]:
     """Stemmed index tokens of ``text`` (bm25s English stopwords removed)."""
-    result = _bm25s().tokenize(text, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False)
+    result = _bm25s().tokenize(
+        join_ampersands(text), stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False
+    )
     return list(result[0]) if result else []
 
 
 def content_tokens(text: str) -> frozenset[str]:
     """Stemmed content words: index tokens minus a broad English stopword list."""
     result = _bm25s().tokenize(
-        text,
+        join_ampersands(text),
         stopwords=_content_stopwords(),
         stemmer=_stemmer(),
         return_ids=False,
@@ -181,7 +193,7 @@ def _stem_hashes(texts: Sequence[str]) -> tuple[Hashes, Offsets]:
     stems: list[Hashes] = []
     units: list[Offsets] = []
     for at in range(0, len(texts), _CHUNK):
-        per_unit = [_TOKEN.findall(t.lower()) for t in texts[at : at + _CHUNK]]
+        per_unit = [_TOKEN.findall(join_ampersands(t).lower()) for t in texts[at : at + _CHUNK]]
         flat = list(chain.from_iterable(per_unit))
         raw = _hashes(flat)
         keep = ~np.isin(raw, _stopword_hashes())
@@ -317,13 +329,18 @@ def select(
             sel.offer(u, j, float(scores[u]), max_chars - sel.cost, alone)
     share = max_chars / max(1, len(ranked))
     for j, scores in ranked.items():
-        _fill(sel, j, queues[j][1:], scores, share, max_chars)
+        best = float(scores[queues[j][0]]) if queues[j] else 0.0
+        _fill(sel, j, queues[j][1:], scores, share, max_chars, RELATIVE_FLOOR * best)
     return sel
 
 
-def _fill(sel: Selection, slot: int, queue: list[int], scores: Scores, share: float, max_chars: int) -> None:
+def _fill(
+    sel: Selection, slot: int, queue: list[int], scores: Scores, share: float, max_chars: int, floor: float
+) -> None:
     misses = 0
     for u in queue:
+        if float(scores[u]) < floor:
+            return
         room = min(share - sel.spent.get(slot, 0), max_chars - sel.cost)
         if room <= 0 or misses > MAX_MISSES:
             return

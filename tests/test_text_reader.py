@@ -488,7 +488,9 @@ def test_exposure_stays_near_the_budget(reader: TextReader, covid: dict[str, Par
         total = sum(len(it.text) for it in batch.items)
         assert total <= max(max_chars, UNIT_CAP)  # only a first unit may exceed a tiny budget
         totals.append(total)
-    assert statistics.median(totals) >= 0.8 * max_chars or max_chars < UNIT_CAP
+    # Filling stops at passages scoring under RELATIVE_FLOOR of the best, so the
+    # budget is a ceiling, not a target; but a real question still gets real text.
+    assert statistics.median(totals) >= min(max_chars, UNIT_CAP) * 0.5
 
 
 def test_no_passage_overlaps_an_excluded_span(reader: TextReader, covid: dict[str, Parsed]) -> None:
@@ -665,9 +667,15 @@ def test_bad_scopes(reader: TextReader, scope: str, hint: str) -> None:
 
 def test_scope_with_exclusions_and_no_content_words(reader: TextReader) -> None:
     parsed = _parse(reader, MARKDOWN, "README.md")
-    first = _scoped(reader, parsed, "python libfuse kernel", "L13-18")
-    shown = [(it.anchor.char_start, it.anchor.char_end) for it in first.items]
-    assert shown and _scoped(reader, parsed, "python libfuse kernel", "L13-18", exclude=shown).items == ()
+    shown: list[tuple[int, int]] = []
+    for _ in range(10):  # refine until the scope has nothing unseen left
+        batch = _scoped(reader, parsed, "python libfuse kernel", "L13-18", exclude=shown)
+        if not batch.items:
+            break
+        new = [(it.anchor.char_start, it.anchor.char_end) for it in batch.items]
+        assert not any(a < d and c < b for a, b in new for c, d in shown)
+        shown += new
+    assert shown and batch.items == ()
     empty = _scoped(reader, parsed, "what is this about?", "L13-18")
     assert empty.flags == ("no-content-words",) and empty.scope.note == "scope L13-18"
 
