@@ -29,7 +29,7 @@ from readers.base import ReadIntent
 from readers.bm25index import UnitIndex
 from readers.text import TextReader
 
-DATA = Path("/work/shared/data/qa")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 HIT_COVERAGE = 0.8
 Span = tuple[int, int]
 

@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 VENV_PY = REPO / ".venv" / "bin" / "python"
 SPARSEFS = REPO / ".venv" / "bin" / "sparsefs"
 MINIMAL = REPO / "scripts" / "minimal_passthrough.py"
-QA = Path("/work/shared/data/qa")
+QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 BENCH_ROOT = Path("/tmp/sparsefs-bench")
 DOC = REPO / "docs" / "BENCHMARKS.md"
 PLAIN_TITLE = "## Plain I/O (native vs SparseFS vs minimal mfusepy)"
@@ -684,7 +684,7 @@ SparseFS/minimal ratio. Bar: SparseFS/minimal ≤ {BAR_RATIO}× (**bold** = over
     intent_md = f"""{INTENT_TITLE}
 
 Same run and machine as above. `cat 'big.txt@intent=<question>'` on a {sizes.text_mb:g} MB text made of the
-COVID-QA dev and QMSum documents (/work/shared/data/qa), intents are {sizes.intents} dataset questions
+COVID-QA dev and QMSum documents (../shared/data/qa), intents are {sizes.intents} dataset questions
 (rotated per round). Cold = the first intent read after a fresh SparseFS mount (parse + index), with the
 page cache warm, and again after a fresh mount + drop_caches; warm = {sizes.intents - 1} other intents on the
 same file right after (index cached), median per round. Times include starting `cat`.

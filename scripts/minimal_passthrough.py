@@ -2,7 +2,7 @@
 """Minimal read-mostly mfusepy passthrough: the plain-I/O baseline for SparseFS.
 
 Path-joining (``SRC + path``), no confinement, no virtual files, no watcher.
-Mount options are the "best plain-read setup" of /work/shared/FUSE-NOTES.md:
+Mount options are the "best plain-read setup" of ../shared/FUSE-NOTES.md:
 foreground, multithreaded, kernel_cache, attr_timeout=entry_timeout=5,
 negative_timeout=0, use_ino, and no flush handler.
 

@@ -38,7 +38,7 @@ from readers.bm25index import UnitIndex
 from readers.segment import MIN_UNIT, UNIT_CAP, segment
 from readers.text import TextReader
 
-DATA = Path("/work/shared/data/qa")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench_evidence.py"
 
 MARKDOWN = """\
