@@ -21,6 +21,7 @@ from sparsefs.stats import Stats
 CONTROL_DIR = ".sparsefs"
 LOG_NAME = "log.jsonl"
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+_DIRS = ("", "episodes")
 
 
 def skill_text() -> bytes:
@@ -45,9 +46,13 @@ class ControlTree:
         self._ready = ready
         self._skill = skill_text()
 
+    @staticmethod
+    def is_dir(sub: str) -> bool:
+        return sub in _DIRS
+
     def node(self, sub: str) -> ControlNode | None:
         """``sub`` is the path below .sparsefs ('' for the directory itself)."""
-        if sub in ("", "episodes"):
+        if sub in _DIRS:
             return ControlNode(is_dir=True)
         if sub == LOG_NAME:
             return ControlNode(is_dir=False, live_log=True)

@@ -128,8 +128,7 @@ class Core:
         sub = _control_sub(path)
         entries = [(".", stat.S_IFDIR, virtual_ino(path.rstrip("/"))), ("..", stat.S_IFDIR, 1)]
         for name in self.control.listdir(sub):
-            node = self.control.node(f"{sub}/{name}".strip("/"))
-            mode = stat.S_IFDIR if node is not None and node.is_dir else stat.S_IFREG
+            mode = stat.S_IFDIR if self.control.is_dir(f"{sub}/{name}".strip("/")) else stat.S_IFREG
             entries.append((name, mode, virtual_ino(f"{path.rstrip('/')}/{name}")))
         return entries
 
