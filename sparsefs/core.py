@@ -53,6 +53,7 @@ class _Generated:
     attrs: dict[str, int]
     data: bytes = b""
     log_fd: int = -1
+    pin: tuple[int, str] | None = None
 
     def stat(self) -> dict[str, int]:
         """What fstat on this handle reports: always the size of what it serves."""
@@ -76,6 +77,8 @@ class Core:
         self._generated: dict[int, _Generated] = {}
         self._handle_ids = itertools.count(_HANDLE_BASE)
         self._handles_lock = threading.Lock()
+        self._pinned: dict[tuple[int, str], int] = {}
+        self.caller_pid: Callable[[], int | None] = lambda: None
 
     # ---- lifecycle -------------------------------------------------------
     @property
@@ -110,7 +113,19 @@ class Core:
         except OSError as err:
             if err.errno not in _NOT_REAL:
                 raise
-            return self.evidence.lookup(rel).attrs
+            return self._virtual_stat(rel)
+
+    def _virtual_stat(self, rel: str) -> dict[str, int]:
+        """A process that holds a pack open sees that pack's size, even by path.
+
+        The kernel sends fstat() as a path getattr without the handle; if the
+        artifact changed since the open, the current pack would have another size
+        and readers that stop at st_size (Node, cp) would cut or pad the content.
+        """
+        pid = self.caller_pid()
+        fh = self._pinned.get((pid, rel)) if pid is not None else None
+        handle = self._generated.get(fh) if fh is not None else None
+        return handle.stat() if handle is not None else self.evidence.stat(rel)
 
     def readdir(self, path: str) -> list[tuple[str, int, int]]:
         """(name, file-type bits, inode) for '.', '..' and each entry; inodes are never 0."""
@@ -205,6 +220,8 @@ class Core:
             return
         with self._handles_lock:
             handle = self._generated.pop(fh, None)
+            if handle is not None and handle.pin is not None and self._pinned.get(handle.pin) == fh:
+                del self._pinned[handle.pin]
         if handle and handle.log_fd >= 0:
             os.close(handle.log_fd)
 
@@ -268,18 +285,21 @@ class Core:
     def _open_virtual(self, rel: str, flags: int) -> OpenResult:
         if flags & _WRITE_FLAGS:
             raise OSError(errno.EROFS, "virtual files are read-only")
-        virtual = self.evidence.lookup(rel)
+        virtual = self.evidence.open(rel)
+        pid = self.caller_pid()
+        pin = (pid, rel) if pid is not None else None
         if virtual.raw_rel is not None:
             fd = self.root.open_file(virtual.raw_rel, os.O_RDONLY | os.O_NONBLOCK)
             return self._open_generated(_Generated(attrs=virtual.attrs, log_fd=fd))
-        self.evidence.deliver(virtual)
-        return self._open_generated(_Generated(attrs=virtual.attrs, data=virtual.content))
+        return self._open_generated(_Generated(attrs=virtual.attrs, data=virtual.content, pin=pin))
 
     # ---- generated handles ---------------------------------------------------
     def _open_generated(self, handle: _Generated) -> OpenResult:
         with self._handles_lock:
             fh = next(self._handle_ids)
             self._generated[fh] = handle
+            if handle.pin is not None:
+                self._pinned[handle.pin] = fh
         return OpenResult(fh, direct_io=True)
 
     def _handle(self, fh: int) -> _Generated:

@@ -42,7 +42,9 @@ class EvidenceFiles:
         self.invalidate_kernel: Callable[[str], None] = lambda path: None
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._delivered: dict[str, str] = {}
+        self._delivered_lock = threading.Lock()
         self._sizes_handed_out: set[str] = set()
+        self._handed: dict[str, tuple[str, int]] = {}
 
     def lookup(self, rel: str) -> VirtualFile:
         """The virtual file at ``rel``; OSError(ENOENT) when the name is not virtual."""
@@ -57,11 +59,28 @@ class EvidenceFiles:
         base, request = split
         return self._pack_file(rel, _join(parent, base), request)
 
-    def deliver(self, virtual: VirtualFile) -> None:
+    def stat(self, rel: str) -> dict[str, int]:
+        """Attributes for the kernel; remembers which version's size it was given."""
+        virtual = self.lookup(rel)
+        self._handed[rel] = (virtual.version, virtual.attrs["st_size"])
+        return virtual.attrs
+
+    def open(self, rel: str) -> VirtualFile:
+        """The content to serve; if it is not what the kernel last sized, make it ask again."""
+        virtual = self.lookup(rel)
+        if self._handed.get(rel) != (virtual.version, virtual.attrs["st_size"]):
+            self.invalidate_kernel("/" + rel)  # fstat on this handle then reports its own size
+        self._deliver(virtual)
+        return virtual
+
+    def _deliver(self, virtual: VirtualFile) -> None:
         """Count a pack in stats and log the first time its content is opened."""
-        if virtual.log_entry is None or self._delivered.get(virtual.rel) == virtual.version:
+        if virtual.log_entry is None:
             return
-        self._delivered[virtual.rel] = virtual.version
+        with self._delivered_lock:
+            if self._delivered.get(virtual.rel) == virtual.version:
+                return
+            self._delivered[virtual.rel] = virtual.version
         self.stats.record_pack(virtual.log_entry)
 
     def source_changed(self, rel: str) -> None:
@@ -77,12 +96,13 @@ class EvidenceFiles:
                 self.invalidate_kernel("/" + vpath)
 
     def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        self._sizes_handed_out.add(base_rel)  # before building: a change meanwhile must invalidate
         if request.action == "raw":
-            return VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
+            raw = VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
+            self.memo.put(raw)  # remembered so a change of the base invalidates its size too
+            return raw
         with self._lock_for(base_rel):
-            virtual = self._current(rel, base_rel, request)
-        self._sizes_handed_out.add(base_rel)
-        return virtual
+            return self._current(rel, base_rel, request)
 
     def _current(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
         version = self._version(base_rel)

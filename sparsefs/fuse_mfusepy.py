@@ -76,6 +76,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             conn.want |= FUSE_CAP_PARALLEL_DIROPS
         self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
         self.core.invalidate_kernel = self.invalidate_path
+        self.core.caller_pid = lambda: int(mfusepy.fuse_get_context()[2])
         self.core.mark_ready()
 
     def invalidate_path(self, path: str) -> None:
@@ -103,10 +104,18 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     def _give_to_caller(self, path: str) -> None:
-        """New files belong to whoever created them (matters with --allow-other)."""
+        """New files belong to whoever created them (matters with --allow-other).
+
+        Only a root daemon can give files away; a failure here must not turn a
+        successful create into an error (the file exists and the handle is open).
+        """
         uid, gid, _ = mfusepy.fuse_get_context()
-        if uid != os.geteuid() or gid != os.getegid():
+        if os.geteuid() != 0 or (uid, gid) == (0, 0):
+            return
+        try:
             self.core.chown(path, uid, gid)
+        except OSError as err:
+            log.warning("could not give %s to %d:%d: %s", path, uid, gid, err)
 
     @guarded
     def create(self, path: str, mode: int, fi: Any) -> int:

@@ -306,3 +306,42 @@ def test_a_batch_that_does_not_fit_falls_back_to_the_full_view_once(core: Core) 
     assert first.exposure.pack_chars + whole.exposure.pack_chars <= 2 * length
     after = pack_json(core, f"/{REPORT}@refine=robots revenue")
     assert after.episode != first.episode
+
+
+def test_open_after_an_unannounced_change_makes_the_kernel_ask_again(core: Core) -> None:
+    invalidated: list[str] = []
+    core.invalidate_kernel = invalidated.append
+    path = f"/{REPORT}@intent=gross margin"
+    old_size = core.getattr(path)["st_size"]
+    with open(Path(core_src(core)) / REPORT, "a") as f:  # the watcher has not reported this yet
+        f.write("\\nGross margin will rise to 40 percent, says the gross margin plan.\\n")
+    handle = core.open(path, os.O_RDONLY)
+    served = core.read(path, 1 << 20, 0, handle.fh)
+    assert path in invalidated and len(served) != old_size
+    assert core.getattr(path, handle.fh)["st_size"] == len(served)
+    core.release(path, handle.fh)
+
+
+def test_raw_size_follows_changes_of_its_file(core: Core) -> None:
+    invalidated: list[str] = []
+    core.invalidate_kernel = invalidated.append
+    assert core.getattr("/notes.txt@raw")["st_size"] == (Path(core_src(core)) / "notes.txt").stat().st_size
+    handle = core.open("/notes.txt", os.O_WRONLY | os.O_APPEND)
+    core.write("/notes.txt", b"appended\\n", 0, handle.fh)
+    core.release("/notes.txt", handle.fh)
+    assert "/notes.txt@raw" in invalidated
+    assert read_virtual(core, "/notes.txt@raw") == (Path(core_src(core)) / "notes.txt").read_bytes()
+
+
+def test_a_process_holding_a_pack_sees_its_size_by_path_too(core: Core) -> None:
+    core.caller_pid = lambda: 4242
+    path = f"/{REPORT}@intent=gross margin"
+    handle = core.open(path, os.O_RDONLY)
+    served = core.read(path, 1 << 20, 0, handle.fh)
+    with open(Path(core_src(core)) / REPORT, "a") as f:
+        f.write("\\nThe gross margin plan adds more gross margin words here.\\n")
+    core.on_source_change(REPORT)
+    assert core.getattr(path)["st_size"] == len(served)  # fstat arrives as a path getattr
+    core.caller_pid = lambda: 7
+    assert core.getattr(path)["st_size"] != len(served)  # another process sees the new pack
+    core.release(path, handle.fh)

@@ -129,3 +129,32 @@ def test_watcher_echo_of_our_own_write_rebuilds_nothing(mirror: Mount) -> None:
     assert path.read_bytes() == after_write
     log = (mirror.mountpoint / ".sparsefs" / "log.jsonl").read_text().splitlines()
     assert len(log) == 2
+
+
+def test_raw_via_node_after_an_append(mirror: Mount) -> None:
+    raw = mirror.mountpoint / "notes.txt@raw"
+    raw.stat()
+    with open(mirror.mountpoint / "notes.txt", "a") as f:
+        f.write("one more line for the raw view\n")
+    assert _node_length(raw) == (mirror.source / "notes.txt").stat().st_size
+
+
+def test_node_never_reads_a_pack_short_while_its_file_changes(mirror: Mount) -> None:
+    script = """
+const fs=require('fs'); let bad=0, n=0; const end=Date.now()+3000;
+const paths=['annual-report.md@intent=gross margin','annual-report.md@intent=robots'];
+while(Date.now()<end){ for(const p of paths){ const fd=fs.openSync(p,'r'); const size=fs.fstatSync(fd).size;
+  const b=Buffer.alloc(1<<20); let off=0,r; while((r=fs.readSync(fd,b,off,b.length-off,off))>0) off+=r;
+  fs.closeSync(fd); n++; if(off!==size) bad++; } }
+console.log(n, bad);"""
+    reader = subprocess.Popen(["node", "-e", script], cwd=mirror.mountpoint, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 3
+    i = 0
+    while time.monotonic() < deadline:
+        with open(mirror.mountpoint / "annual-report.md", "a") as f:
+            f.write(f"Gross margin robots line {i}\n")
+        i += 1
+        time.sleep(0.02)
+    out, _ = reader.communicate(timeout=30)
+    opens, short = (int(x) for x in out.split())
+    assert opens > 50 and short == 0
