@@ -74,12 +74,14 @@ class ArtifactCache:
         self._parsed: OrderedDict[tuple[str, str], Parsed] = OrderedDict()
         self._parsed_chars = 0
         self._dirty: set[str] = set()
+        self._hashed: set[str] = set()
         self._readers: dict[str, Reader] = {}
         self._lock = threading.Lock()
         self.parses = 0
 
     def load(self, rel: str) -> Artifact:
         """The parsed artifact; an unchanged, already parsed file is not even read."""
+        self._hashed.add(rel)
         fd = open_confined(self.root, rel)
         try:
             st = os.fstat(fd)
@@ -95,6 +97,7 @@ class ArtifactCache:
 
     def fingerprint(self, rel: str) -> str:
         """The content fingerprint of ``rel`` now; hashes only new or written files."""
+        self._hashed.add(rel)
         fd = open_confined(self.root, rel)
         try:
             st = os.fstat(fd)
@@ -129,8 +132,13 @@ class ArtifactCache:
         return Artifact(rel, fingerprint, key, reader, parsed)
 
     def mark_dirty(self, rel: str) -> None:
-        """``rel`` was written: rehash on next load even if (size, mtime) look equal."""
-        if rel not in self._dirty:
+        """``rel`` was written: rehash on next load even if (size, mtime) look equal.
+
+        Only files hashed before can hold a stale fingerprint, so the set stays as
+        small as the set of files ever read as artifacts (git writing thousands of
+        objects through the mount adds nothing).
+        """
+        if rel in self._hashed and rel not in self._dirty:
             with self._lock:
                 self._dirty.add(rel)
 

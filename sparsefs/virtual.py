@@ -91,12 +91,6 @@ class VirtualMemo:
         with self._lock:
             return sorted(self._by_base.get(base_rel, ()))
 
-    def forget_stale(self, base_rel: str) -> None:
-        """Drop every virtual file built from ``base_rel`` (it changed)."""
-        with self._lock:
-            for rel in list(self._by_base.get(base_rel, ())):
-                self._drop(rel)
-
     def _drop(self, rel: str) -> None:
         old = self._files.pop(rel, None)
         if old is not None:
