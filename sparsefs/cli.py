@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sparsefs import mounts
+from sparsefs import backends, mounts
 from sparsefs.daemon import MountError, MountPlan, configure_logging, plan_mount, run
 
 READY_TIMEOUT_S = 20.0
@@ -28,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--state-dir", help="logs and state (default: ~/.cache/sparsefs/<hash>)")
     mount.add_argument("--allow-other", action="store_true", help="let other users in (turns on default_permissions)")
     mount.add_argument("--no-watch", action="store_true", help="do not watch the source for outside changes")
+    mount.add_argument("--backend", choices=backends.CHOICES, default="auto",
+                       help="kernel: /dev/fuse with kernel passthrough (root, Linux >= 6.9); mfusepy: libfuse3; "
+                            "auto (default): kernel where it can run, else mfusepy")
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     umount = sub.add_parser("umount", help="unmount MNT and wait for its daemon to exit")
     umount.add_argument("mountpoint", metavar="MNT")
@@ -49,9 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other)
+    plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
     if args.no_watch:
-        plan = MountPlan(plan.source, plan.mountpoint, plan.state_dir, plan.allow_other, watch=False)
+        plan = dataclasses.replace(plan, watch=False)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
         configure_logging(args.verbose)
@@ -62,7 +66,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     log_path = plan.state_dir / "daemon.log"
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(plan.source), str(plan.mountpoint),
-               "--state-dir", str(plan.state_dir)]
+               "--state-dir", str(plan.state_dir), "--backend", plan.backend]
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
                                       ("--verbose", args.verbose)) if on]
     with open(log_path, "ab") as log:
@@ -75,7 +79,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
             child.terminate()
         return 1
     mode = "in place" if plan.in_place else f"mirroring {plan.source}"
-    print(f"mounted {plan.mountpoint} ({mode}); daemon pid {child.pid}; log {log_path}")
+    print(f"mounted {plan.mountpoint} ({mode}, {plan.backend} backend); daemon pid {child.pid}; log {log_path}")
     if plan.in_place:
         print(f"shells already inside {plan.mountpoint} still see the directory below: run 'cd .' there")
     return 0

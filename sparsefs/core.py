@@ -269,6 +269,10 @@ class Core:
         self._source_changed(rel)
         self.invalidate_kernel("/" + rel)
 
+    def source_written(self, path: str) -> None:
+        """``path`` was written through the mount without passing through here (kernel passthrough)."""
+        self._source_changed(relative(path))
+
     def _source_changed(self, rel: str) -> None:
         self.evidence.source_changed(rel)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import xxhash
 
+from sparsefs import backends
 from sparsefs.core import Core
-from sparsefs.mounts import find_mount, is_stale
+from sparsefs.mounts import find_mount, is_stale, unmount
 from sparsefs.rootfs import SourceRoot
 from sparsefs.stats import Stats
 from sparsefs.watcher import SourceWatcher
@@ -32,6 +33,7 @@ class MountPlan:
     state_dir: Path
     allow_other: bool = False
     watch: bool = True
+    backend: str = "auto"
 
     @property
     def in_place(self) -> bool:
@@ -43,7 +45,8 @@ def default_state_dir(source: Path) -> Path:
     return base / "sparsefs" / xxhash.xxh64_hexdigest(os.fsencode(source))
 
 
-def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool) -> MountPlan:
+def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool,
+               backend: str = "auto") -> MountPlan:
     """Validate the request; raise MountError with a fix when it cannot work."""
     src = Path(source).resolve()
     mnt = Path(mountpoint).resolve() if mountpoint else src
@@ -53,7 +56,11 @@ def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow
     state = Path(state_dir).resolve() if state_dir else default_state_dir(src)
     if state.is_relative_to(src) and mnt == src:
         raise MountError(f"the state directory {state} must not be inside the in-place mount")
-    return MountPlan(src, mnt, state, allow_other)
+    try:
+        chosen, _ = backends.choose(backend)
+    except ValueError as err:
+        raise MountError(f"{err}; use --backend auto or mfusepy") from None
+    return MountPlan(src, mnt, state, allow_other, backend=chosen)
 
 
 def _check_mountpoint(src: Path, mnt: Path) -> None:
@@ -62,7 +69,7 @@ def _check_mountpoint(src: Path, mnt: Path) -> None:
     if mnt != src and src.is_relative_to(mnt):
         raise MountError(f"source {src} is inside the mountpoint {mnt}; the mount would hide it")
     if find_mount(mnt) and is_stale(mnt):
-        raise MountError(f"{mnt} is a stale mount (daemon gone); run: sparsefs umount {mnt}")
+        _recover_stale(mnt)
     entry = find_mount(mnt)
     if entry and entry.fstype == "fuse.sparsefs":
         raise MountError(f"{mnt} is already a SparseFS mount; run: sparsefs umount {mnt}")
@@ -70,17 +77,26 @@ def _check_mountpoint(src: Path, mnt: Path) -> None:
         raise MountError(f"mountpoint {mnt} is not a directory (mkdir -p {mnt})")
 
 
+def _recover_stale(mnt: Path) -> None:
+    """A mount whose daemon died (crash, SIGKILL) answers ENOTCONN: detach it and mount afresh."""
+    log.warning("%s is a stale SparseFS mount (daemon gone); unmounting it first", mnt)
+    try:
+        unmount(mnt, lazy=True)
+    except (RuntimeError, OSError) as err:
+        raise MountError(f"{mnt} is a stale mount and could not be unmounted ({err}); run: umount -l {mnt}") from None
+
+
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
-    from sparsefs.fuse_mfusepy import serve
-
+    serve = backends.server(plan.backend)
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
-    stats = Stats(plan.state_dir / "log.jsonl", backend="mfusepy")
+    stats = Stats(plan.state_dir / "log.jsonl", backend=plan.backend)
     core = Core(root, stats)
     watcher = _start_watcher(plan, core)
-    log.info("serving %s at %s (%s)", plan.source, plan.mountpoint, "in place" if plan.in_place else "mirror")
+    log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
+             "in place" if plan.in_place else "mirror", plan.backend)
     try:
-        serve(core, str(plan.mountpoint), allow_other=plan.allow_other)
+        serve(core, str(plan.mountpoint), plan.allow_other)
     finally:
         if watcher is not None:
             watcher.stop()

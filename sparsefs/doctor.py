@@ -69,12 +69,13 @@ def check_binding() -> Check:
     return Check("mfusepy", True, f"libfuse {mfusepy.fuse_version_major}.{mfusepy.fuse_version_minor}")
 
 
-def check_kernel_passthrough() -> Check:
-    release = os.uname().release
-    major, minor = (int(x) for x in release.split(".")[:2])
-    ok = (major, minor) >= (6, 9)
-    detail = f"kernel {release}: FUSE passthrough {'available' if ok else 'needs >= 6.9'}; backend in use: mfusepy"
-    return Check("kernel", True, detail, required=False)
+def check_backend() -> Check:
+    from sparsefs.backends import choose
+
+    backend, reason = choose("auto")
+    detail = f"kernel {os.uname().release}; --backend auto uses {backend} ({reason})"
+    fix = "" if backend == "kernel" else "run as root on Linux >= 6.9 for kernel passthrough (native-speed plain I/O)"
+    return Check("backend", True, detail, fix, required=False)
 
 
 def check_inotify() -> Check:
@@ -86,7 +87,7 @@ def check_inotify() -> Check:
 
 
 CHECKS = (check_dev_fuse, check_libfuse, check_fusermount, check_permissions, check_allow_other,
-          check_binding, check_kernel_passthrough, check_inotify)
+          check_binding, check_backend, check_inotify)
 
 
 def run_checks(out: TextIO) -> int:

@@ -18,6 +18,7 @@ class Stats:
         self._lock = threading.Lock()
         self.started = time.time()
         self.backend = backend
+        self.passthrough: bool | None = None  # set by the kernel backend once INIT is negotiated
         self.counters: dict[str, int] = {
             "plain_bytes_read": 0,
             "plain_bytes_written": 0,
@@ -59,6 +60,7 @@ class Stats:
         saved = full - counters["chars_exposed"]
         return {
             "backend": self.backend,
+            "passthrough": self.passthrough,
             "uptime_s": round(time.time() - self.started, 1),
             **counters,
             "chars_saved_vs_full_reads": saved,

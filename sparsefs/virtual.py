@@ -25,6 +25,11 @@ def virtual_ino(rel: str) -> int:
     return _VIRTUAL_INO_BIT | (xxhash.xxh64_intdigest(rel.encode("utf-8", "surrogateescape")) >> 2)
 
 
+def is_virtual_ino(ino: int) -> bool:
+    """True for the inode numbers of generated files (packs, the control tree)."""
+    return bool(ino & _VIRTUAL_INO_BIT)
+
+
 def _attrs(rel: str, st: os.stat_result, size: int) -> dict[str, int]:
     return {
         "st_mode": stat.S_IFREG | 0o444, "st_ino": virtual_ino(rel), "st_nlink": 1, "st_size": size,
