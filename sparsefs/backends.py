@@ -7,6 +7,7 @@ drive the same operations core.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 
@@ -54,12 +55,12 @@ def choose(requested: str) -> tuple[str, str]:
     return "kernel", "kernel passthrough available"
 
 
-def server(backend: str) -> Callable[[Core, str, bool], None]:
+def server(backend: str, readers: int = 1) -> Callable[[Core, str, bool], None]:
     """The serve(core, mountpoint, allow_other) function of a backend, imported on demand."""
     if backend == "kernel":
         from sparsefs.fuse_kernel import serve as serve_kernel
 
-        return serve_kernel
+        return functools.partial(serve_kernel, readers=readers)
     from sparsefs.fuse_mfusepy import serve as serve_mfusepy
 
     return serve_mfusepy

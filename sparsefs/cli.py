@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--backend", choices=backends.CHOICES, default="auto",
                        help="kernel: /dev/fuse with kernel passthrough (root, Linux >= 6.9); mfusepy: libfuse3; "
                             "auto (default): kernel where it can run, else mfusepy")
+    mount.add_argument("--readers", type=int, default=1, metavar="N",
+                       help="kernel backend: threads reading requests (default 1; see docs/BENCHMARKS.md)")
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     umount = sub.add_parser("umount", help="unmount MNT and wait for its daemon to exit")
     umount.add_argument("mountpoint", metavar="MNT")
@@ -54,8 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
-    if args.no_watch:
-        plan = dataclasses.replace(plan, watch=False)
+    plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers))
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
         configure_logging(args.verbose)
@@ -66,7 +67,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     log_path = plan.state_dir / "daemon.log"
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(plan.source), str(plan.mountpoint),
-               "--state-dir", str(plan.state_dir), "--backend", plan.backend]
+               "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
                                       ("--verbose", args.verbose)) if on]
     with open(log_path, "ab") as log:

@@ -34,6 +34,7 @@ class MountPlan:
     allow_other: bool = False
     watch: bool = True
     backend: str = "auto"
+    readers: int = 1  # kernel backend: threads reading /dev/fuse
 
     @property
     def in_place(self) -> bool:
@@ -88,7 +89,7 @@ def _recover_stale(mnt: Path) -> None:
 
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
-    serve = backends.server(plan.backend)
+    serve = backends.server(plan.backend, plan.readers)
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
     stats = Stats(plan.state_dir / "log.jsonl", backend=plan.backend)
     core = Core(root, stats)
