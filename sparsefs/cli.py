@@ -73,7 +73,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     with open(log_path, "ab") as log:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                  start_new_session=True)
-    if not mounts.wait_ready(plan.mountpoint, READY_TIMEOUT_S, alive=lambda: child.poll() is None):
+    if not mounts.wait_ready(plan.mountpoint, READY_TIMEOUT_S, alive=lambda: child.poll() is None, pid=child.pid):
         print(f"sparsefs: mount did not become ready; daemon log {log_path}:", file=sys.stderr)
         print(_tail(log_path), file=sys.stderr)
         if child.poll() is None:

@@ -108,12 +108,13 @@ class FuseDevice:
 class Session:
     """One mounted connection: reader threads, the slow-request pool, the notifier."""
 
-    def __init__(self, core: Core, mountpoint: str, readers: int = DEFAULT_READERS, passthrough: bool = True):
+    def __init__(self, core: Core, mountpoint: str, readers: int = DEFAULT_READERS, passthrough: bool = True,
+                 device: FuseDevice | None = None) -> None:
         self.core = core
         self.mountpoint = mountpoint
         self.readers = max(1, readers)
         self.want_passthrough = passthrough
-        self.device = FuseDevice()
+        self.device = device or FuseDevice()
         self.ops = KernelOps(core, self.device)
         self.handlers = _handler_table(self.ops)
         self.stopping = threading.Event()
@@ -122,6 +123,7 @@ class Session:
         self._pending_lock = threading.Lock()
         self._notices: queue.SimpleQueue[Node | None] = queue.SimpleQueue()
         self._fds = [self.device.fd]
+        core.stats.gauges.update(kernel_nodes=lambda: len(self.ops.nodes), open_files=self.ops.open_handles)
 
     # ---- lifecycle ---------------------------------------------------------
     def serve(self, allow_other: bool) -> None:

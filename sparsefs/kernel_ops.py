@@ -96,7 +96,12 @@ class KernelOps:
     # ---- attributes --------------------------------------------------------
     def _entry(self, parent: int, name: str, attrs: dict[str, int]) -> bytes:
         node = self.nodes.remember(parent, name, attrs["st_ino"], generated=is_virtual_ino(attrs["st_ino"]))
-        return k.pack_entry(node.nodeid, attrs, self.timeout_s)
+        return k.pack_entry(node.nodeid, attrs, self._timeout(node))
+
+    def _timeout(self, node: Node) -> float:
+        """Control files (children of a generated directory) are live: the kernel must always ask."""
+        parent = self.nodes.peek(node.parent)
+        return 0.0 if parent is not None and parent.generated else self.timeout_s
 
     def _attrs(self, node: Node, fh: int | None = None) -> dict[str, int]:
         handle = self._handles.get(fh) if fh is not None else None
@@ -113,7 +118,7 @@ class KernelOps:
     def getattr(self, request: k.Request) -> bytes:
         flags, _, fh = k.GETATTR_IN.unpack_from(request.body)
         node = self.nodes.get(request.nodeid)
-        return k.pack_attr_out(self._attrs(node, fh if flags & k.GETATTR_FH else None), self.timeout_s)
+        return k.pack_attr_out(self._attrs(node, fh if flags & k.GETATTR_FH else None), self._timeout(node))
 
     def setattr(self, request: k.Request) -> bytes:
         (valid, _, fh, size, _, atime, mtime, _, ansec, mnsec, _, mode, _, uid, gid, _) = k.SETATTR_IN.unpack_from(
@@ -132,7 +137,7 @@ class KernelOps:
                      _time(valid, k.FATTR_MTIME, k.FATTR_MTIME_NOW, mtime, mnsec))
             self._on_node(node, path, lambda p: self.core.utimens(p, *times),
                           lambda fd: os.utime(f"/proc/self/fd/{fd}", ns=_explicit(times)))
-        return k.pack_attr_out(self._attrs(node, fh if valid & k.FATTR_FH else None), self.timeout_s)
+        return k.pack_attr_out(self._attrs(node, fh if valid & k.FATTR_FH else None), self._timeout(node))
 
     def _on_node(self, node: Node, path: str | None, by_path: _PathOp, by_fd: _FdOp) -> None:
         """Apply a change by path, or through the kept fd of a file unlinked while open."""

@@ -55,11 +55,17 @@ def is_stale(mountpoint: str | Path) -> bool:
     return False
 
 
-def wait_ready(mountpoint: str | Path, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
-    """Poll until the mount table shows us and .sparsefs/ready reads back."""
+def wait_ready(mountpoint: str | Path, timeout: float, alive: Callable[[], bool] = lambda: True,
+               pid: int | None = None) -> bool:
+    """Poll until the mount table shows us and .sparsefs/ready reads back (naming daemon ``pid`` if given).
+
+    The file is read, not just stat'ed: the kernel may still hold the attributes
+    of a crashed daemon's ready file, and only a read reaches the daemon.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if is_sparsefs_mount(mountpoint) and os.path.exists(os.path.join(mountpoint, ".sparsefs", "ready")):
+        found = daemon_pid(mountpoint) if is_sparsefs_mount(mountpoint) else None
+        if found is not None and pid in (None, found):
             return True
         if not alive():
             return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ class Stats:
         self.started = time.time()
         self.backend = backend
         self.passthrough: bool | None = None  # set by the kernel backend once INIT is negotiated
+        self.gauges: dict[str, Callable[[], int]] = {}  # live values a backend reports (node counts)
         self.counters: dict[str, int] = {
             "plain_bytes_read": 0,
             "plain_bytes_written": 0,
@@ -61,6 +63,7 @@ class Stats:
         return {
             "backend": self.backend,
             "passthrough": self.passthrough,
+            **{name: gauge() for name, gauge in self.gauges.items()},
             "uptime_s": round(time.time() - self.started, 1),
             **counters,
             "chars_saved_vs_full_reads": saved,

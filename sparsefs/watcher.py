@@ -67,5 +67,7 @@ class SourceWatcher:
         self.observer.start()
 
     def stop(self) -> None:
+        # watchdog logs an ERROR when an event arrives while its emitter thread winds down; harmless here.
+        logging.getLogger("watchdog.observers.inotify").setLevel(logging.CRITICAL)
         self.observer.stop()
         self.observer.join(timeout=5)

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from sparsefs.backends import kernel_backend_blocker
 from tests import mountutil
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATA = SHARED / "data"
 DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
+BACKENDS = ("kernel", "mfusepy")
+KERNEL_BLOCKER = kernel_backend_blocker()
 HANG_GUARD_S = 120.0  # no single mount test comes close; past this the daemon is hung
 
 
@@ -31,12 +34,20 @@ def workspace(tmp_path: Path) -> Path:
     return src
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every mount test runs on both FUSE backends."""
+    if request.param == "kernel" and KERNEL_BLOCKER:
+        pytest.skip(f"kernel backend unavailable here: {KERNEL_BLOCKER}")
+    return str(request.param)
+
+
 @pytest.fixture
-def mirror(workspace: Path, tmp_path: Path) -> Iterator[mountutil.Mount]:
+def mirror(workspace: Path, tmp_path: Path, backend: str) -> Iterator[mountutil.Mount]:
     """The workspace mirrored at tmp/mnt."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    mount = mountutil.start(workspace, mnt, tmp_path / "state")
+    mount = mountutil.start(workspace, mnt, tmp_path / "state", backend=backend)
     try:
         with mountutil.hang_guard(mount, HANG_GUARD_S):
             yield mount
@@ -46,9 +57,9 @@ def mirror(workspace: Path, tmp_path: Path) -> Iterator[mountutil.Mount]:
 
 
 @pytest.fixture
-def in_place(workspace: Path, tmp_path: Path) -> Iterator[mountutil.Mount]:
+def in_place(workspace: Path, tmp_path: Path, backend: str) -> Iterator[mountutil.Mount]:
     """The workspace mounted over itself."""
-    mount = mountutil.start(workspace, None, tmp_path / "state")
+    mount = mountutil.start(workspace, None, tmp_path / "state", backend=backend)
     try:
         with mountutil.hang_guard(mount, HANG_GUARD_S):
             yield mount

@@ -37,19 +37,20 @@ class Mount:
         return self.stderr_path.read_text(errors="replace")
 
 
-def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str) -> Mount:
-    """Mount (mirror when ``mountpoint`` is given, else in place) and wait until ready."""
+def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None) -> Mount:
+    """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready."""
     target = mountpoint or source
     stderr_path = state_dir / "test-daemon.stderr"
     state_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source)]
     command += [str(mountpoint)] if mountpoint else []
     command += ["--state-dir", str(state_dir), *extra]
+    command += ["--backend", backend] if backend else []
     with open(stderr_path, "wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                    start_new_session=True)
     mount = Mount(source, target, state_dir, process, stderr_path)
-    if not mounts.wait_ready(target, READY_TIMEOUT_S, alive=lambda: process.poll() is None):
+    if not mounts.wait_ready(target, READY_TIMEOUT_S, alive=lambda: process.poll() is None, pid=process.pid):
         stop(mount)
         raise RuntimeError(f"mount not ready: {mount.stderr()}")
     return mount

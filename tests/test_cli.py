@@ -34,9 +34,9 @@ def test_background_mount_then_umount(workspace: Path, tmp_path: Path) -> None:
             subprocess.run(["fusermount3", "-u", str(mnt)], timeout=10, check=False)
 
 
-def test_sigterm_and_sigint_unmount_cleanly(workspace: Path, tmp_path: Path) -> None:
+def test_sigterm_and_sigint_unmount_cleanly(workspace: Path, tmp_path: Path, backend: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
-        mount = mountutil.start(workspace, None, tmp_path / f"state-{sig}")
+        mount = mountutil.start(workspace, None, tmp_path / f"state-{sig}", backend=backend)
         try:
             os.kill(mount.process.pid, sig)
             assert mount.process.wait(timeout=10) == 0

@@ -159,10 +159,10 @@ def test_in_place_mount_keeps_paths_and_writes_through(in_place: Mount) -> None:
 
 
 @pytest.fixture
-def data_mount(tmp_path: Path) -> Mount:
+def data_mount(tmp_path: Path, backend: str) -> Mount:
     mnt = tmp_path / "data"
     mnt.mkdir()
-    mount = mountutil.start(DATA, mnt, tmp_path / "state", "--no-watch")
+    mount = mountutil.start(DATA, mnt, tmp_path / "state", "--no-watch", backend=backend)
     yield mount  # type: ignore[misc]
     mountutil.stop(mount)
 
@@ -182,10 +182,10 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_in_place_sees_changes_made_below_the_mount(workspace: Path, tmp_path: Path) -> None:
+def test_in_place_sees_changes_made_below_the_mount(workspace: Path, tmp_path: Path, backend: str) -> None:
     """A process that held the directory before mounting writes underneath; the mount follows."""
     below = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
-    mount = mountutil.start(workspace, None, tmp_path / "state")
+    mount = mountutil.start(workspace, None, tmp_path / "state", backend=backend)
     try:
         assert (workspace / "notes.txt").read_text()
         fd = os.open("notes.txt", os.O_WRONLY | os.O_TRUNC, dir_fd=below)
@@ -221,13 +221,13 @@ def test_fifo_base_never_blocks_the_daemon(mirror: Mount) -> None:
     assert (mirror.mountpoint / "notes.txt").read_text()
 
 
-def test_allow_other_files_belong_to_their_creator(workspace: Path, tmp_path: Path) -> None:
+def test_allow_other_files_belong_to_their_creator(workspace: Path, tmp_path: Path, backend: str) -> None:
     outer = Path(tempfile.mkdtemp(prefix="sparsefs-allow-other-"))  # pytest's tmp is 0700: nobody can't reach it
     os.chmod(outer, 0o755)
     mnt = outer / "mnt"
     mnt.mkdir()
     os.chmod(workspace, 0o777)
-    mount = mountutil.start(workspace, mnt, tmp_path / "state", "--allow-other")
+    mount = mountutil.start(workspace, mnt, tmp_path / "state", "--allow-other", backend=backend)
     try:
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         sh([*as_nobody, "sh", "-c", f"echo one > {mnt}/mine.txt && echo two >> {mnt}/mine.txt && mkdir {mnt}/mydir"

@@ -14,10 +14,10 @@ from sparsefs import mounts
 from tests import mountutil
 
 
-def test_hung_daemon_is_aborted_and_cleaned_up(workspace: Path, tmp_path: Path) -> None:
+def test_hung_daemon_is_aborted_and_cleaned_up(workspace: Path, tmp_path: Path, backend: str) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    mount = mountutil.start(workspace, mnt, tmp_path / "state")
+    mount = mountutil.start(workspace, mnt, tmp_path / "state", backend=backend)
     try:
         (mnt / "notes.txt").read_text()
         os.kill(mount.process.pid, signal.SIGSTOP)  # the daemon stops answering

@@ -1,0 +1,252 @@
+"""The kernel backend's pure parts: protocol structs, the node table, and per-request error handling."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparsefs import kproto as k
+from sparsefs.core import Core
+from sparsefs.fuse_kernel import Session
+from sparsefs.nodes import ROOT, NodeTable
+from sparsefs.rootfs import SourceRoot
+from sparsefs.stats import Stats
+
+# ---- struct layouts (sizes from include/uapi/linux/fuse.h, 7.40) -------------
+
+
+def test_struct_sizes_match_the_kernel_abi() -> None:
+    assert k.IN_HEADER.size == 40 and k.OUT_HEADER.size == 16
+    assert k.ATTR.size == 88
+    assert len(k.pack_entry(5, {"st_ino": 1, "st_mode": stat.S_IFREG}, 1.0)) == 128
+    assert len(k.pack_attr_out({"st_ino": 1, "st_mode": stat.S_IFREG}, 1.0)) == 104
+    assert k.INIT_OUT.size == 64 and k.OPEN_OUT.size == 16 and k.STATFS_OUT.size == 80
+    assert k.SETATTR_IN.size == 88 and k.WRITE_IN.size == 40 and k.BACKING_MAP.size == 16
+
+
+def test_ioctl_numbers_encode_direction_size_and_magic() -> None:
+    def ioc(direction: int, nr: int, size: int) -> int:
+        return direction << 30 | size << 16 | 229 << 8 | nr
+
+    assert ioc(2, 0, 4) == k.DEV_IOC_CLONE
+    assert ioc(1, 1, k.BACKING_MAP.size) == k.DEV_IOC_BACKING_OPEN
+    assert ioc(1, 2, 4) == k.DEV_IOC_BACKING_CLOSE
+
+
+def test_dirents_are_padded_to_eight_bytes() -> None:
+    for name in (b"a", b"abcdefgh", b"x" * 13):
+        record = k.pack_dirent(7, 1, name, stat.S_IFDIR | 0o755)
+        assert len(record) % 8 == 0
+        ino, off, namelen, kind = k.DIRENT_HEAD.unpack_from(record)
+        assert (ino, off, namelen, kind) == (7, 1, len(name), stat.S_IFDIR >> 12)
+
+
+def test_attr_splits_nanosecond_times() -> None:
+    packed = k.pack_attr({"st_ino": 3, "st_mode": 0o100644, "st_size": 10, "st_mtime": 1_700_000_000_123_456_789})
+    fields = k.ATTR.unpack(packed)
+    assert fields[0] == 3 and fields[1] == 10 and fields[4] == 1_700_000_000 and fields[7] == 123_456_789
+
+
+def test_request_parse_drops_extensions_from_the_body() -> None:
+    body = b"name\0" + b"\0" * 3
+    ext = b"E" * 16
+    raw = k.IN_HEADER.pack(40 + len(body) + len(ext), k.LOOKUP, 9, 1, 0, 0, 123, 2, 0) + body + ext
+    request = k.Request.parse(raw)
+    assert (request.opcode, request.unique, request.pid) == (k.LOOKUP, 9, 123)
+    assert bytes(request.body) == body
+    assert k.split_names(request.body, 1) == ["name"]
+
+
+def test_split_names_rejects_a_missing_terminator() -> None:
+    with pytest.raises(ValueError):
+        k.split_names(b"old\0new", 2)
+    assert k.split_names(b"old\0new\0", 2) == ["old", "new"]
+    assert k.split_names("caf\xe9".encode("latin-1") + b"\0", 1) == [os.fsdecode(b"caf\xe9")]
+
+
+def test_init_grants_only_what_was_offered_and_stack_depth_follows_passthrough() -> None:
+    def offer(flags: int) -> k.InitOffer:
+        body = k.INIT_IN.pack(7, 45, 131072, flags & 0xFFFFFFFF, flags >> 32) + b"\0" * 44
+        return k.InitOffer.parse(memoryview(body))
+
+    full = offer(k.INIT_EXT | k.PASSTHROUGH | k.ASYNC_READ)
+    assert full.flags & k.PASSTHROUGH
+    out = k.INIT_OUT.unpack(k.pack_init_reply(full, k.PASSTHROUGH | k.ASYNC_READ | k.MAX_PAGES, 1 << 20))
+    major, minor, _, flags, _, _, max_write, _, max_pages, _, flags2, depth = out
+    assert (major, minor, max_write, max_pages) == (7, 40, 1 << 20, 256)
+    assert flags == k.ASYNC_READ and flags2 == k.PASSTHROUGH >> 32 and depth == 1
+    bare = offer(k.ASYNC_READ)  # no INIT_EXT: flags2 is not even read
+    out = k.INIT_OUT.unpack(k.pack_init_reply(bare, k.PASSTHROUGH | k.ASYNC_READ, 1 << 20))
+    assert out[10] == 0 and out[11] == 0
+
+
+# ---- node table ----------------------------------------------------------------
+
+
+def test_lookups_count_and_the_same_inode_keeps_its_node() -> None:
+    nodes = NodeTable(root_ino=2)
+    first = nodes.remember(ROOT, "a", ino=10)
+    again = nodes.remember(ROOT, "a", ino=10)
+    assert first is again and first.nlookup == 2
+    assert nodes.forget(first.nodeid, 1) is None
+    assert nodes.forget(first.nodeid, 1) is first
+    assert nodes.peek(first.nodeid) is None and nodes.find("/a") is None
+
+
+def test_a_replaced_file_gets_a_new_node_and_the_old_one_detaches() -> None:
+    nodes = NodeTable(root_ino=2)
+    old = nodes.remember(ROOT, "f", ino=10)
+    new = nodes.remember(ROOT, "f", ino=11)
+    assert new.nodeid != old.nodeid
+    assert nodes.path(old.nodeid) is None and nodes.path(new.nodeid) == "/f"
+    assert nodes.forget(old.nodeid, 1) is old
+    assert nodes.find("/f") is new  # forgetting the old node leaves the new name alone
+
+
+def test_renaming_a_directory_moves_everything_below_it() -> None:
+    nodes = NodeTable(root_ino=2)
+    folder = nodes.remember(ROOT, "dir", ino=20)
+    leaf = nodes.remember(folder.nodeid, "leaf.txt", ino=21)
+    other = nodes.remember(ROOT, "other", ino=22)
+    nodes.rename(ROOT, "dir", other.nodeid, "moved")
+    assert nodes.path(leaf.nodeid) == "/other/moved/leaf.txt"
+    assert nodes.find("/other/moved/leaf.txt") is leaf and nodes.find("/dir") is None
+
+
+def test_rename_over_detaches_the_target_and_exchange_swaps() -> None:
+    nodes = NodeTable(root_ino=2)
+    a, b = nodes.remember(ROOT, "a", ino=1), nodes.remember(ROOT, "b", ino=2)
+    nodes.rename(ROOT, "a", ROOT, "b", exchange=True)
+    assert (nodes.path(a.nodeid), nodes.path(b.nodeid)) == ("/b", "/a")
+    nodes.rename(ROOT, "b", ROOT, "a")
+    assert nodes.path(a.nodeid) == "/a" and nodes.path(b.nodeid) is None
+
+
+def test_unlink_detaches_and_children_of_a_detached_directory_have_no_path() -> None:
+    nodes = NodeTable(root_ino=2)
+    folder = nodes.remember(ROOT, "d", ino=5)
+    child = nodes.remember(folder.nodeid, "c", ino=6)
+    nodes.detach(ROOT, "d")
+    assert nodes.path(folder.nodeid) is None and nodes.path(child.nodeid) is None
+    assert nodes.child_path(folder.nodeid, "x") is None
+
+
+def test_the_root_is_never_forgotten() -> None:
+    nodes = NodeTable(root_ino=2)
+    assert nodes.forget(ROOT, 100) is None and nodes.path(ROOT) == "/"
+
+
+# ---- session: one request's failure never ends the loop ---------------------------
+
+
+class FakeDevice:
+    """Records what the session sends instead of writing to /dev/fuse."""
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self.sent: list[bytes] = []
+        self.lock = threading.Lock()
+
+    def send(self, fd: int, data: bytes) -> None:
+        with self.lock:
+            self.sent.append(data)
+
+    def backing_open(self, fd: int) -> int:
+        raise OSError(errno.EPERM, "not in a unit test")
+
+    def backing_close(self, backing_id: int) -> None:
+        return None
+
+    def replies(self) -> dict[int, int]:
+        """unique -> error (0 for success)."""
+        with self.lock:
+            return {k.OUT_HEADER.unpack_from(m)[2]: -k.OUT_HEADER.unpack_from(m)[1] for m in self.sent}
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[tuple[Session, FakeDevice]]:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "file.txt").write_text("hello\n")
+    root = SourceRoot.open(str(src))
+    stats = Stats(tmp_path / "state" / "log.jsonl", backend="kernel")
+    device = FakeDevice()
+    session = Session(Core(root, stats), str(tmp_path / "mnt"), device=device)  # type: ignore[arg-type]
+    yield session, device
+    session.pool.shutdown(wait=True, cancel_futures=True)
+    stats.close()
+    root.close()
+
+
+def _request(opcode: int, unique: int, nodeid: int = ROOT, body: bytes = b"") -> k.Request:
+    raw = k.IN_HEADER.pack(40 + len(body), opcode, unique, nodeid, 0, 0, os.getpid(), 0, 0) + body
+    return k.Request.parse(raw)
+
+
+def test_lookup_getattr_and_missing_names(session: tuple[Session, FakeDevice]) -> None:
+    sess, device = session
+    sess._dispatch(-1, _request(k.LOOKUP, 1, body=b"file.txt\0"))
+    sess._dispatch(-1, _request(k.LOOKUP, 2, body=b"absent\0"))
+    assert device.replies() == {1: 0, 2: errno.ENOENT}
+    nodeid = k.ENTRY_HEAD.unpack_from(device.sent[0], k.OUT_HEADER.size)[0]
+    sess._dispatch(-1, _request(k.GETATTR, 3, nodeid, k.GETATTR_IN.pack(0, 0, 0)))
+    attr = k.ATTR.unpack_from(device.sent[-1], k.OUT_HEADER.size + k.ATTR_OUT_HEAD.size)
+    assert attr[1] == len("hello\n")
+
+
+def test_a_bug_in_one_request_answers_eio_and_the_next_request_works(
+        session: tuple[Session, FakeDevice], caplog: pytest.LogCaptureFixture) -> None:
+    sess, device = session
+    sess._dispatch(-1, _request(k.GETATTR, 1, nodeid=424242, body=k.GETATTR_IN.pack(0, 0, 0)))  # unknown node
+    sess._dispatch(-1, _request(k.LOOKUP, 2, body=b"no terminator"))  # malformed
+    sess._dispatch(-1, _request(k.GETXATTR, 3))  # not implemented
+    sess._dispatch(-1, _request(k.LOOKUP, 4, body=b"file.txt\0"))
+    assert device.replies() == {1: errno.EIO, 2: errno.EIO, 3: errno.ENOSYS, 4: 0}
+    assert "internal error" in caplog.text
+
+
+def test_forget_gets_no_reply_and_release_does(session: tuple[Session, FakeDevice]) -> None:
+    sess, device = session
+    sess._dispatch(-1, _request(k.LOOKUP, 1, body=b"file.txt\0"))
+    nodeid = k.ENTRY_HEAD.unpack_from(device.sent[0], k.OUT_HEADER.size)[0]
+    sess._dispatch(-1, _request(k.FORGET, 2, nodeid, k.U64.pack(1)))
+    sess._dispatch(-1, _request(k.RELEASE, 3, nodeid, k.RELEASE_IN.pack(99, 0, 0) + b"\0" * 8))
+    assert device.replies() == {1: 0, 3: 0}
+    assert sess.ops.nodes.peek(nodeid) is None
+
+
+def test_an_interrupted_request_still_queued_answers_eintr(session: tuple[Session, FakeDevice]) -> None:
+    sess, device = session
+    release = threading.Event()
+    blockers = [sess.pool.submit(release.wait, 10) for _ in range(8)]  # every slow worker busy
+    sess._dispatch(-1, _request(k.LOOKUP, 7, body=b"file.txt@intent=hello\0"))  # '@': goes to the pool
+    sess._dispatch(-1, _request(k.INTERRUPT, 8, body=k.U64.pack(7)))
+    release.set()
+    for blocker in blockers:
+        blocker.result(timeout=10)
+    deadline = time.monotonic() + 5
+    while 7 not in device.replies() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert device.replies() == {7: errno.EINTR}
+
+
+def test_open_falls_back_to_daemon_reads_when_passthrough_is_refused(session: tuple[Session, FakeDevice]) -> None:
+    sess, device = session
+    sess.ops.passthrough = True  # the fake device refuses BACKING_OPEN, as a kernel without it would
+    sess._dispatch(-1, _request(k.LOOKUP, 1, body=b"file.txt\0"))
+    nodeid = k.ENTRY_HEAD.unpack_from(device.sent[0], k.OUT_HEADER.size)[0]
+    sess._dispatch(-1, _request(k.OPEN, 2, nodeid, k.OPEN_IN.pack(os.O_RDONLY, 0)))
+    fh, flags, backing = k.OPEN_OUT.unpack_from(device.sent[-1], k.OUT_HEADER.size)
+    assert flags == k.FOPEN_KEEP_CACHE and backing == 0 and not sess.ops.nodes.get(nodeid).passthrough
+    sess._dispatch(-1, _request(k.READ, 3, nodeid, k.READ_IN.pack(fh, 0, 100, 0) + b"\0" * 16))
+    assert device.sent[-1][k.OUT_HEADER.size:] == b"hello\n"
+    sess._dispatch(-1, _request(k.RELEASE, 4, nodeid, struct.pack("=QIIQ", fh, 0, 0, 0)))
+    assert device.replies()[4] == 0 and sess.ops.open_handles() == 0
