@@ -168,7 +168,7 @@ class Core:
             return self._open_generated(self._control_content(path, flags))
         rel = relative(path)
         try:
-            return OpenResult(self.root.open_file(rel, flags & ~os.O_CREAT), direct_io=False)
+            return OpenResult(self.root.open_regular(rel, flags & ~os.O_CREAT), direct_io=False)
         except OSError as err:
             if err.errno not in _NOT_REAL:
                 raise
@@ -176,7 +176,7 @@ class Core:
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
         rel = self._writable_rel(path)
-        fd = self.root.open_file(rel, flags | os.O_CREAT, mode)
+        fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
         self._source_changed(rel)
         return OpenResult(fd, direct_io=False)
 
@@ -226,6 +226,18 @@ class Core:
             os.close(handle.log_fd)
 
     # ---- namespace changes ----------------------------------------------------
+    def give_to_caller(self, path: str, uid: int, gid: int) -> None:
+        """Hand a just-created entry to the creating user, as a local filesystem would.
+
+        The group is left alone in a setgid directory (the new entry inherited
+        the directory's group). Only a root daemon can give files away.
+        """
+        if os.geteuid() != 0 or (uid, gid) == (0, 0):
+            return
+        rel = self._writable_rel(path)
+        parent = self.root.lstat(rel.rpartition("/")[0])
+        self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
+
     def mkdir(self, path: str, mode: int) -> None:
         self.root.mkdir(self._writable_rel(path), mode)
 

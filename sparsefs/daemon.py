@@ -90,6 +90,7 @@ def _recover_stale(mnt: Path) -> None:
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
     serve = backends.server(plan.backend, plan.readers)
+    os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
     stats = Stats(plan.state_dir / "log.jsonl", backend=plan.backend)
     core = Core(root, stats)

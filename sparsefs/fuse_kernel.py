@@ -47,6 +47,7 @@ _MNT_DETACH = 2
 _GONE = (errno.ENOENT, errno.ENODEV)  # reply to an interrupted request / connection ended
 _RETRY = (errno.EINTR, errno.EAGAIN, errno.ENOENT)
 _SLOW_ON_GENERATED = frozenset({k.GETATTR, k.OPEN, k.OPENDIR, k.READDIR, k.READDIRPLUS, k.ACCESS, k.LOOKUP})
+_SLOW_ALWAYS = frozenset({k.FSYNC, k.FSYNCDIR})  # may wait for the disk for seconds
 
 _AT = ord("@")
 
@@ -95,11 +96,12 @@ class FuseDevice:
         fcntl.ioctl(self.fd, k.DEV_IOC_BACKING_CLOSE, bytearray(k.U32.pack(backing_id)), True)
 
     def send(self, fd: int, data: bytes) -> None:
+        """Write one reply; a reply the kernel no longer wants (interrupted, unmounted) is dropped."""
         try:
             os.write(fd, data)
         except OSError as err:
             if err.errno not in _GONE:
-                raise
+                log.error("reply of %d bytes refused: %s", len(data), err)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -136,14 +138,18 @@ class Session:
             self.core.mark_ready()
             _wait(self.stopping)
         finally:
-            self.stopping.set()
-            unmount_device(self.mountpoint)
-            self._notices.put(None)
-            for thread in threads:
-                thread.join(timeout=5)
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            for fd in self._fds:
-                os.close(fd)
+            self._shut_down(threads)
+
+    def _shut_down(self, threads: list[threading.Thread]) -> None:
+        """Unmount first, so the readers end on ENODEV after answering what is in flight."""
+        self.stopping.set()
+        unmount_device(self.mountpoint)
+        self._notices.put(None)
+        for thread in threads:
+            thread.join(timeout=5)  # a lazily detached mount still in use keeps its readers busy
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        for fd in self._fds:
+            os.close(fd)  # aborts whatever still waits on a lazily detached mount
 
     def _negotiate(self) -> None:
         request = k.Request.parse(self._read_request(self.device.fd))
@@ -151,9 +157,10 @@ class Session:
             raise RuntimeError(f"expected INIT, got opcode {request.opcode}")
         offer = k.InitOffer.parse(request.body)
         wanted = WANTED | (k.PASSTHROUGH if self.want_passthrough else 0)
-        self.ops.passthrough = bool(wanted & offer.flags & k.PASSTHROUGH)
-        self.core.stats.passthrough = self.ops.passthrough
-        log.info("kernel FUSE %d.%d; passthrough %s", offer.major, offer.minor, "on" if self.ops.passthrough else "off")
+        self.ops.files.passthrough = bool(wanted & offer.flags & k.PASSTHROUGH)
+        self.core.stats.passthrough = self.ops.files.passthrough
+        log.info("kernel FUSE %d.%d; passthrough %s", offer.major, offer.minor,
+                 "on" if self.ops.files.passthrough else "off")
         self.device.send(self.device.fd, k.reply(request.unique, k.pack_init_reply(offer, wanted, MAX_WRITE)))
 
     def _start_threads(self) -> list[threading.Thread]:
@@ -176,10 +183,10 @@ class Session:
     # ---- request loop ------------------------------------------------------
     def _reader(self, fd: int) -> None:
         try:
-            while not self.stopping.is_set():
+            while True:
                 self._dispatch(fd, k.Request.parse(self._read_request(fd)))
         except OSError as err:
-            if err.errno != errno.ENODEV:  # ENODEV: unmounted, the normal end
+            if err.errno != errno.ENODEV and not self.stopping.is_set():  # ENODEV: unmounted, the normal end
                 log.error("reader stopped: %s", err)
         finally:
             self.stopping.set()
@@ -196,7 +203,9 @@ class Session:
             self._answer(fd, request)
 
     def _is_slow(self, request: k.Request) -> bool:
-        """Could this build an EvidencePack or render the control tree?"""
+        """Could this build an EvidencePack, render the control tree, or wait long for the disk?"""
+        if request.opcode in _SLOW_ALWAYS:
+            return True
         if request.opcode not in _SLOW_ON_GENERATED:
             return False
         node = self.ops.nodes.peek(request.nodeid)

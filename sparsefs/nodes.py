@@ -34,7 +34,8 @@ class Node:
     nlookup: int = 0
     generated: bool = False  # an EvidencePack or control file: built by the core, never passthrough
     backing_id: int | None = None  # kernel passthrough backing, one per node
-    keeper_fd: int = -1  # the fd the backing was registered from; fstat/fsync/truncate of open files
+    keeper_fd: int = -1  # an fd on the file while it is open: fstat/fsync/ftruncate reach the opened inode
+    open_count: int = 0  # passthrough handles the kernel holds on this node
     passthrough: bool = True  # False once passthrough failed here: a node never mixes the two modes
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import stat
 from collections.abc import Iterator
@@ -205,8 +206,26 @@ class SourceRoot:
             if _libc.utimensat(dirfd, target, times, _AT_SYMLINK_NOFOLLOW) != 0:
                 _raise_errno("utimensat")
 
+    def open_regular(self, rel: str, flags: int, mode: int = 0) -> int:
+        """Open a file that must be a regular file, without ever blocking on a FIFO or device.
+
+        The kernel only forwards opens of what it believes are regular files, but
+        the name may have been replaced (by a FIFO, say) since it looked; a
+        blocking open would then hang the thread answering requests.
+        """
+        fd = self.open_file(rel, flags | os.O_NONBLOCK, mode)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.ESTALE, f"{rel} is no longer a regular file")
+            if not flags & os.O_NONBLOCK:
+                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def truncate(self, rel: str, length: int) -> None:
-        fd = self.open_file(rel, os.O_WRONLY)
+        fd = self.open_regular(rel, os.O_WRONLY)
         try:
             os.ftruncate(fd, length)
         finally:

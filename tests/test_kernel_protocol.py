@@ -240,7 +240,7 @@ def test_an_interrupted_request_still_queued_answers_eintr(session: tuple[Sessio
 
 def test_open_falls_back_to_daemon_reads_when_passthrough_is_refused(session: tuple[Session, FakeDevice]) -> None:
     sess, device = session
-    sess.ops.passthrough = True  # the fake device refuses BACKING_OPEN, as a kernel without it would
+    sess.ops.files.passthrough = True  # the fake device refuses BACKING_OPEN, as a kernel without it would
     sess._dispatch(-1, _request(k.LOOKUP, 1, body=b"file.txt\0"))
     nodeid = k.ENTRY_HEAD.unpack_from(device.sent[0], k.OUT_HEADER.size)[0]
     sess._dispatch(-1, _request(k.OPEN, 2, nodeid, k.OPEN_IN.pack(os.O_RDONLY, 0)))

@@ -149,3 +149,66 @@ def test_a_crashed_daemon_leaves_a_stale_mount_that_the_next_mount_recovers(
     finally:
         mountutil.stop(crashed)
     assert not mounts.find_mount(mnt)
+
+
+def test_a_name_turned_fifo_never_blocks_the_daemon(mirror: Mount) -> None:
+    (mirror.source / "turns.txt").write_text("regular\n")
+    path_fd = os.open(mirror.mountpoint / "turns.txt", os.O_PATH)
+    try:
+        (mirror.source / "turns.txt").unlink()
+        os.mkfifo(mirror.source / "turns.txt")
+        time.sleep(0.3)  # let the watcher see it
+        started = time.monotonic()
+        with pytest.raises(OSError):
+            os.close(os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY))
+        assert time.monotonic() - started < 5
+        assert (mirror.mountpoint / "notes.txt").read_text()  # the mount still answers
+    finally:
+        os.close(path_fd)
+
+
+def test_an_open_file_keeps_its_own_attributes_after_an_outside_replace(mirror: Mount, backend: str) -> None:
+    (mirror.source / "app.log").write_text("old\n")
+    with open(mirror.mountpoint / "app.log", "rb") as handle:
+        (mirror.source / "app.log").rename(mirror.source / "app.log.1")  # log rotation outside the mount
+        (mirror.source / "app.log").write_text("a new, longer file\n")
+        time.sleep(0.3)
+        assert (mirror.mountpoint / "app.log").read_text() == "a new, longer file\n"
+        size = os.fstat(handle.fileno()).st_size
+        content = handle.read()
+    if backend == "kernel":
+        assert (size, content) == (len("old\n"), b"old\n")
+    else:  # libfuse keeps one kernel inode per name: fstat and the page cache follow the new file
+        assert (size, content) == (len("a new, longer file\n"), b"a new, longer file\n")
+
+
+def test_umask_is_applied_once(mirror: Mount) -> None:
+    old = os.umask(0)
+    try:
+        (mirror.mountpoint / "open-to-all.txt").write_text("x")
+        (mirror.mountpoint / "open-dir").mkdir()
+    finally:
+        os.umask(old)
+    assert (mirror.source / "open-to-all.txt").stat().st_mode & 0o777 == 0o666
+    assert (mirror.source / "open-dir").stat().st_mode & 0o777 == 0o777
+
+
+def test_writing_a_read_only_source_says_erofs_every_time(workspace: Path, tmp_path: Path, backend: str) -> None:
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    subprocess.run(["mount", "--bind", str(workspace), str(readonly)], check=True, timeout=10)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(readonly)], check=True, timeout=10)
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        mount = mountutil.start(readonly, mnt, tmp_path / "state", backend=backend)
+        try:
+            for _ in range(2):  # the second time, the file already has a passthrough backing
+                assert (mnt / "notes.txt").read_text()
+                with pytest.raises(OSError) as raised:
+                    os.open(mnt / "notes.txt", os.O_WRONLY)
+                assert raised.value.errno == errno.EROFS
+        finally:
+            mountutil.stop(mount)
+    finally:
+        subprocess.run(["umount", "-l", str(readonly)], check=False, timeout=10)

@@ -227,6 +227,10 @@ def test_allow_other_files_belong_to_their_creator(workspace: Path, tmp_path: Pa
     mnt = outer / "mnt"
     mnt.mkdir()
     os.chmod(workspace, 0o777)
+    shared = workspace / "team"
+    shared.mkdir()
+    os.chown(shared, 0, 100)
+    os.chmod(shared, 0o2777)  # setgid: new entries take the directory's group
     mount = mountutil.start(workspace, mnt, tmp_path / "state", "--allow-other", backend=backend)
     try:
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -236,6 +240,9 @@ def test_allow_other_files_belong_to_their_creator(workspace: Path, tmp_path: Pa
             st = os.lstat(workspace / name)
             assert (st.st_uid, st.st_gid) == (65534, 65534), name
         assert (workspace / "mine.txt").read_text() == "one\ntwo\n"
+        sh([*as_nobody, "touch", f"{mnt}/team/ours.txt"])
+        st = os.lstat(workspace / "team" / "ours.txt")
+        assert (st.st_uid, st.st_gid) == (65534, 100)
         denied = subprocess.run([*as_nobody, "sh", "-c", f"echo x >> {mnt}/notes.txt"], capture_output=True,
                                 timeout=10, check=False)
         assert denied.returncode != 0  # default_permissions: root's 0644 file stays closed to others
