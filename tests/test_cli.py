@@ -64,7 +64,7 @@ def test_umount_of_something_not_mounted(tmp_path: Path) -> None:
 def test_doctor_reports_each_check() -> None:
     result = run_cli("doctor")
     assert result.returncode == 0, result.stdout
-    for name in ("/dev/fuse", "libfuse3", "fusermount3", "permissions", "mfusepy"):
+    for name in ("/dev/fuse", "libfuse3", "fusermount3", "permissions", "mfusepy", "backend"):
         assert f"] {name}:" in result.stdout
 
 
