@@ -1,26 +1,39 @@
 #!/usr/bin/env python3
-"""Plain-I/O and intent-read benchmark: native vs SparseFS vs a minimal mfusepy passthrough.
+"""Plain-I/O and intent-read benchmark: native vs SparseFS's kernel backend vs its mfusepy backend.
 
-Every workload is measured on three roots in the same run: the source
-directory itself (native), a SparseFS mirror mount of it, and
-``scripts/minimal_passthrough.py`` mounted on it. Within each round the
-systems are interleaved per workload (their order rotates between rounds),
-and only the system being measured is mounted, so a daemon (and SparseFS's
-source watcher) never runs while another system is timed. Cold = right after
-``sync; echo 3 > /proc/sys/vm/drop_caches`` (which also drops the FUSE page
-cache, dentries and inodes); warm = the same workload repeated right after.
-Reported: medians of per-round times and medians of per-round ratios.
+Every workload is measured on several roots in the same run: the source
+directory itself (native), a SparseFS mirror mount of it with
+``--backend kernel`` (/dev/fuse spoken directly, plain files by kernel
+passthrough), the same with ``--readers 2``, and with ``--backend mfusepy``
+(libfuse3); optionally ``scripts/minimal_passthrough.py`` (a minimal mfusepy
+passthrough). Within each round the systems are interleaved per workload
+(their order rotates between rounds), and only the system being measured is
+mounted, so a daemon (and SparseFS's source watcher) never runs while another
+system is timed. Cold = right after ``sync; echo 3 > /proc/sys/vm/drop_caches``
+(which also drops the FUSE page cache, dentries and inodes); warm = the same
+workload repeated right after. Reported: medians of per-round times and
+medians of per-round ratios, and a verdict against the issue's bars.
 
     .venv/bin/python scripts/bench_fuse.py                 # 5 rounds, writes docs/BENCHMARKS.md
     .venv/bin/python scripts/bench_fuse.py --quick         # smoke run, small data, no write
-    .venv/bin/python scripts/bench_fuse.py --workloads small,grep --systems sparsefs,minimal
+    .venv/bin/python scripts/bench_fuse.py --workloads small,grep --systems native,kernel,kernel-r2
 
-Workloads: seq (200 MB sequential read, 1 MiB chunks), small (5,000 files of
+Workloads: seq (200 MB sequential read, 1 MiB chunks), pread (4 KiB preads at
+random page-aligned offsets of the 200 MB file, timed with perf_counter_ns in
+batches of 100, median per-pread time of the batches: "first touch" = fresh
+mount with the source file in the page cache, each page read once; "warm" =
+after reading the whole file through the same root), small (5,000 files of
 1-8 KiB in 50 dirs: ``find . -type f -exec cat {} +``), stat (2,000-file tree:
-``find . -printf '%s\\n'``), grep (``grep -r`` for a rare word over the 5,000
-files), intent (``cat 'big.txt@intent=...'`` on a 5 MB text: cold = first
-after a fresh mount, warm = other intents on the same file afterwards).
-Needs root (mounting, drop_caches). Data is generated under /tmp and reused.
+``find . -printf '%s\\n'``), grep2k (``grep -r`` for a rare word over that
+2,000-file tree), grep (``grep -r`` over the 5,000 files), intent
+(``cat 'big.txt@intent=...'`` on a 5 MB text through the kernel backend:
+cold = first after a fresh mount, warm = other intents on the same file
+afterwards; its table goes into the plain-I/O section unless
+``--write-intent-section``). Needs root (mounting, drop_caches). Data is
+generated under /tmp and reused. The mounts run a snapshot of the committed
+code (``--code HEAD``, extracted under /tmp and put first on PYTHONPATH), so
+edits made to sparsefs/ during a run cannot change what is measured; raw
+per-round values are written to the run directory's results.json.
 """
 
 from __future__ import annotations
@@ -52,20 +65,31 @@ MINIMAL = REPO / "scripts" / "minimal_passthrough.py"
 QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 BENCH_ROOT = Path("/tmp/sparsefs-bench")
 DOC = REPO / "docs" / "BENCHMARKS.md"
-PLAIN_TITLE = "## Plain I/O (native vs SparseFS vs minimal mfusepy)"
+PLAIN_TITLE = "## Plain I/O (native vs kernel backend vs mfusepy backend)"
+PLAIN_PREFIX = "## Plain I/O"
 INTENT_TITLE = "## Intent-read latency"
+HAND_WRITTEN = ("### Integrity", "### Profile notes")  # subsections a rewrite keeps
 RARE_WORD = "quizzaciously"
-BAR_RATIO = 1.25
 BAR_WARM_S = 0.050
 BAR_COLD_S = 2.0
+PREAD_BATCH = 100
+PREAD_BATCHES = {"first": 200, "warm": 1000}  # 20,000 and 100,000 preads per run
 
 SYSTEMS = {
     "native": "native",
-    "sparsefs": "SparseFS",
-    "minimal": "minimal",
-    "sparsefs-nowatch": "SparseFS --no-watch",
+    "kernel": "kernel",
+    "kernel-r2": "kernel --readers 2",
+    "mfusepy": "mfusepy",
+    "kernel-nowatch": "kernel --no-watch",
+    "minimal": "minimal mfusepy",
 }
-WORKLOADS = ("seq", "small", "stat", "grep", "intent")
+SPARSEFS_ARGS = {
+    "kernel": ["--backend", "kernel"],
+    "kernel-r2": ["--backend", "kernel", "--readers", "2"],
+    "mfusepy": ["--backend", "mfusepy"],
+    "kernel-nowatch": ["--backend", "kernel", "--no-watch"],
+}
+WORKLOADS = ("seq", "pread", "small", "stat", "grep2k", "grep", "intent")
 
 
 @dataclass(frozen=True)
@@ -81,7 +105,7 @@ class Sizes:
     @property
     def key(self) -> str:
         return (f"b{self.big_mb}-s{self.small_files}x{self.small_dirs}"
-                f"-t{self.tree_files}x{self.tree_dirs}-x{self.text_mb}")
+                f"-t{self.tree_files}x{self.tree_dirs}-x{self.text_mb}-g2")
 
 
 FULL = Sizes(big_mb=200, small_files=5000, small_dirs=50, tree_files=2000, tree_dirs=40, text_mb=5, intents=6)
@@ -116,7 +140,8 @@ def make_data(base: Path, sizes: Sizes, fresh: bool) -> Path:
     vocab = [w for w in vocab if RARE_WORD not in w]
     rare_files = set(rng.sample(range(sizes.small_files), 3))
     _tree(src / "small", sizes.small_files, sizes.small_dirs, rng, vocab, (1024, 8192), rare_files)
-    _tree(src / "tree", sizes.tree_files, sizes.tree_dirs, rng, vocab, (64, 1024), set())
+    _tree(src / "tree", sizes.tree_files, sizes.tree_dirs, rng, vocab, (64, 1024),
+          set(rng.sample(range(sizes.tree_files), 3)))
     (src / "text").mkdir()
     text, _ = build_text(int(sizes.text_mb * 1_000_000))
     (src / "text" / "big.txt").write_bytes(text)
@@ -227,16 +252,17 @@ class FuseMount:
             raise BenchError(f"{self.mnt} is already mounted")
         self.mnt.mkdir(parents=True, exist_ok=True)
         FuseMount.active.append(self)
-        if self.system.startswith("sparsefs"):
-            cmd = [str(SPARSEFS), "mount", str(self.src), str(self.mnt), "--state-dir", str(self.state)]
-            if self.system == "sparsefs-nowatch":
-                cmd.append("--no-watch")
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        if self.system in SPARSEFS_ARGS:
+            cmd = [str(SPARSEFS), "mount", str(self.src), str(self.mnt), "--state-dir", str(self.state),
+                   *SPARSEFS_ARGS[self.system]]
+            # cwd "/": `python -m sparsefs` puts its cwd first on sys.path (the repo root would shadow a snapshot)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, cwd="/")
             match = re.search(r"daemon pid (\d+)", res.stdout)
             if match:
                 self.pid = int(match.group(1))
             if res.returncode != 0 or not match:
                 raise BenchError(f"sparsefs mount failed ({res.returncode}): {res.stdout}{res.stderr}")
+            self._check_backend()
             return
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen([str(VENV_PY), str(MINIMAL), str(self.src), str(self.mnt)],
@@ -253,11 +279,19 @@ class FuseMount:
             time.sleep(0.02)
         raise BenchError(f"minimal passthrough did not mount; see {self.log_path}")
 
+    def _check_backend(self) -> None:
+        """The mount serves with the backend asked for (and passthrough on for the kernel one)."""
+        stats = json.loads((self.mnt / ".sparsefs" / "stats.json").read_bytes())
+        want = SPARSEFS_ARGS[self.system][1]
+        if stats.get("backend") != want or (want == "kernel" and stats.get("passthrough") is not True):
+            raise BenchError(f"{self.system}: mount reports backend={stats.get('backend')!r} "
+                             f"passthrough={stats.get('passthrough')!r}")
+
     def stop(self) -> None:
         try:
             entry = mountinfo().get(str(self.mnt))
             if entry is not None:
-                cmd = ([str(SPARSEFS), "umount", str(self.mnt)] if self.system.startswith("sparsefs")
+                cmd = ([str(SPARSEFS), "umount", str(self.mnt)] if self.system in SPARSEFS_ARGS
                        else ["fusermount3", "-u", str(self.mnt)])
                 try:
                     res = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
@@ -337,6 +371,44 @@ print(time.perf_counter() - t, n)
 """
 
 
+_PREAD_TIMER = """
+import os, random, statistics, sys, time
+path, native, mode, batches, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+fd = os.open(path, os.O_RDONLY)
+pages = os.fstat(fd).st_size // 4096
+rng = random.Random(4096)
+if mode == "first":  # distinct pages, each read once
+    batches = min(batches, pages // batch)
+    offsets = [page * 4096 for page in rng.sample(range(pages), batches * batch)]
+else:  # warm: the whole file read through this root first
+    buf = bytearray(1 << 20)
+    with open(path, "rb", buffering=0) as fh:
+        while fh.readinto(buf):
+            pass
+    offsets = [rng.randrange(pages) * 4096 for _ in range(batches * batch)]
+chunks = [offsets[i * batch:(i + 1) * batch] for i in range(batches)]
+pread, clock = os.pread, time.perf_counter_ns
+per_call = []
+for chunk in chunks:
+    start = clock()
+    for offset in chunk:
+        pread(fd, 4096, offset)
+    per_call.append((clock() - start) / batch)
+# the same loop around a C call that does no I/O: Python's share of each pread
+empty = []
+for chunk in chunks[:100]:
+    start = clock()
+    for offset in chunk:
+        abs(offset)
+    empty.append((clock() - start) / batch)
+ref = os.open(native, os.O_RDONLY)
+for offset in rng.sample(offsets, 200):
+    if os.pread(fd, 4096, offset) != os.pread(ref, 4096, offset):
+        sys.exit(f"pread at {offset} differs from the source")
+print(statistics.median(per_call) / 1e9, statistics.median(empty) / 1e9, len(offsets))
+"""
+
+
 @dataclass
 class Workload:
     name: str
@@ -350,7 +422,7 @@ def plain_workloads(sizes: Sizes, timeout: float) -> dict[str, Workload]:
                            capture=True)
         elapsed, nbytes = out.split()
         if int(nbytes) != sizes.big_mb << 20:
-            raise BenchError(f"seq read returned {nbytes} bytes from {root}")
+            raise BenchError(f"seq read returned {nbytes.decode()} bytes from {root}")
         return float(elapsed)
 
     def small(root: Path) -> float:
@@ -363,20 +435,40 @@ def plain_workloads(sizes: Sizes, timeout: float) -> dict[str, Workload]:
             raise BenchError(f"find listed {lines} entries under {root / 'tree'}")
         return elapsed
 
-    def grep(root: Path) -> float:
-        elapsed, out = run_timed(["grep", "-r", RARE_WORD, "."], root / "small", timeout, capture=True)
-        lines = out.count(b"\n")
-        if lines != 3:
-            raise BenchError(f"grep found {lines} lines under {root / 'small'}")
-        return elapsed
+    def grep_in(sub: str) -> Callable[[Path], float]:
+        def grep(root: Path) -> float:
+            elapsed, out = run_timed(["grep", "-r", RARE_WORD, "."], root / sub, timeout, capture=True)
+            lines = out.count(b"\n")
+            if lines != 3:
+                raise BenchError(f"grep found {lines} lines under {root / sub}")
+            return elapsed
+        return grep
 
     mb = sizes.big_mb
     return {
         "seq": Workload("seq", f"sequential read {mb} MB (1 MiB chunks)", seq),
         "small": Workload("small", f"{sizes.small_files:,} small files: find + cat", small),
         "stat": Workload("stat", f"stat/readdir {sizes.tree_files:,}-file tree: find -printf %s", tree),
-        "grep": Workload("grep", f"grep -r rare word, {sizes.small_files:,} files", grep),
+        "grep2k": Workload("grep2k", f"grep -r rare word, {sizes.tree_files:,}-file tree (64 B–1 KiB files)",
+                           grep_in("tree")),
+        "grep": Workload("grep", f"grep -r rare word, {sizes.small_files:,} files (1–8 KiB)", grep_in("small")),
     }
+
+
+PREAD_FIRST = "4 KiB random pread, first touch after mount (source cached), per pread"
+PREAD_WARM = "4 KiB random pread, warm, per pread"
+PREAD_EMPTY = "(same Python loop around abs() instead of pread, per call)"
+
+
+def pread_run(root: Path, src: Path, mode: str, timeout: float) -> tuple[float, float]:
+    """(median seconds per pread, median seconds per empty loop iteration)."""
+    _, out = run_timed([sys.executable, "-c", _PREAD_TIMER, str(root / "seq" / "big.bin"),
+                        str(src / "seq" / "big.bin"), mode, str(PREAD_BATCHES[mode]), str(PREAD_BATCH)],
+                       root, timeout, capture=True)
+    per_pread, per_empty, count = out.split()
+    if not 0 < int(count) <= PREAD_BATCHES[mode] * PREAD_BATCH:
+        raise BenchError(f"pread timer did {count.decode()} preads under {root}")
+    return float(per_pread), float(per_empty)
 
 
 @dataclass
@@ -443,6 +535,26 @@ class Bench:
         for system in systems:
             self.measure(system, body(system))
 
+    def pread_round(self, rnd: int, systems: list[str]) -> None:
+        source_file = self.src / "seq" / "big.bin"
+
+        def timed(system: str) -> Callable[[Path], None]:
+            return lambda root: go(root, system)
+
+        def go(root: Path, system: str) -> None:
+            first, _ = pread_run(root, self.src, "first", self.args.timeout)
+            warm, empty = pread_run(root, self.src, "warm", self.args.timeout)
+            self.results.add(PREAD_FIRST, system, first)
+            self.results.add(PREAD_WARM, system, warm)
+            self.results.add(PREAD_EMPTY, system, empty)
+            log(f"  r{rnd} pread  {system:17s} first {first * 1e6:.2f} µs warm {warm * 1e6:.2f} µs "
+                f"(empty loop {empty * 1e6:.2f} µs)")
+
+        for system in systems:
+            # the source file in the page cache, read natively, before the mount exists
+            run_timed(["cat", str(source_file)], self.src, self.args.timeout)
+            self.measure(system, timed(system))
+
     def intent_round(self, rnd: int, intents: list[str], system: str) -> None:
         n = len(intents)
         cold_label = "cold: first intent after a fresh mount"
@@ -485,6 +597,8 @@ class Bench:
 
 # ---------------------------------------------------------------- report --------
 def fmt_time(seconds: float) -> str:
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.2f} µs"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
     return f"{seconds:.2f} s"
@@ -495,39 +609,114 @@ def ratio_stats(a: list[float], b: list[float]) -> tuple[float, float, float]:
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
-def plain_table(results: Results, systems: list[str]) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class Bar:
+    number: int
+    text: str
+    row_part: str  # part of the results row label (warm rows only)
+    kind: str  # "throughput": native time / system time >= limit; "ratio": system / native <= limit; "abs": <= s
+    limit: float
+
+
+BARS = (
+    Bar(1, "warm 200 MB sequential read ≥ 0.9× native throughput", "sequential read", "throughput", 0.9),
+    Bar(2, "4 KiB random pread ≤ 2 µs median (warm)", PREAD_WARM, "abs", 2e-6),
+    Bar(3, "5,000 small files warm ≤ 3× native", "small files: find + cat", "ratio", 3.0),
+    Bar(4, "`grep -r` over a 2,000-file tree warm ≤ 3× native", "-file tree (64 B", "ratio", 3.0),
+    Bar(5, "stat warm ≤ 1.5× native", "stat/readdir", "ratio", 1.5),
+)
+
+
+def _warm_row(results: Results, part: str) -> str | None:
+    for row in results.order:
+        if part in row and (row.endswith(", warm") or row == PREAD_WARM):
+            return row
+    return None
+
+
+def bar_value(bar: Bar, per: dict[str, list[float]], system: str) -> tuple[float, float, float] | None:
+    """(median, min, max) of the bar's measure for one system over the rounds."""
+    if system not in per:
+        return None
+    if bar.kind == "abs":
+        values = per[system]
+        return statistics.median(values), min(values), max(values)
+    if "native" not in per:
+        return None
+    if bar.kind == "throughput":
+        return ratio_stats(per["native"], per[system])
+    return ratio_stats(per[system], per["native"])
+
+
+def bars_table(results: Results, systems: list[str]) -> str:
     fuse = [s for s in systems if s != "native"]
-    variants = [s for s in fuse if s.startswith("sparsefs")]
+    head = ["#", "bar", "native"] + [SYSTEMS[s] for s in fuse] + ["kernel range over rounds", "kernel verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for bar in BARS:
+        row = _warm_row(results, bar.row_part)
+        if row is None:
+            continue
+        per = results.rows[row]
+
+        def show(value: float, kind: str = bar.kind) -> str:
+            return fmt_time(value) if kind == "abs" else f"{value:.2f}×"
+
+        native = fmt_time(statistics.median(per["native"])) if bar.kind == "abs" and "native" in per else (
+            "1.00×" if "native" in per else "—")
+        cells = [str(bar.number), bar.text, native]
+        for system in fuse:
+            got = bar_value(bar, per, system)
+            cells.append(show(got[0]) if got else "—")
+        got = bar_value(bar, per, "kernel")
+        if got is None:
+            cells += ["—", "not measured"]
+        else:
+            ok = got[0] >= bar.limit if bar.kind == "throughput" else got[0] <= bar.limit
+            cells += [f"{show(got[1])}–{show(got[2])}", "pass" if ok else "**FAIL**"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plain_table(results: Results, systems: list[str]) -> str:
+    fuse = [s for s in systems if s != "native"]
     head = ["workload"] + [SYSTEMS[s] for s in systems]
     if "native" in systems:
         head += [f"{SYSTEMS[s]}/native" for s in fuse]
-    if "minimal" in systems:
-        head += [f"{SYSTEMS[s]}/minimal" for s in variants] + [f"{SYSTEMS[s]}/minimal range" for s in variants]
+    pair = "kernel" in systems and "mfusepy" in systems
+    if pair:
+        head.append("kernel/mfusepy")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    over = []
     for row in results.order:
         per = results.rows[row]
         cells = [row] + [fmt_time(statistics.median(per[s])) if s in per else "—" for s in systems]
+        meaningless = row == PREAD_EMPTY
         if "native" in systems:
-            cells += [f"{ratio_stats(per[s], per['native'])[0]:.2f}×" for s in fuse]
-        if "minimal" in systems:
-            for s in variants:
-                med, _, _ = ratio_stats(per[s], per["minimal"])
-                cells.append(f"**{med:.2f}×**" if med > BAR_RATIO else f"{med:.2f}×")
-                if med > BAR_RATIO:
-                    over.append(f"{row} ({SYSTEMS[s]}/minimal {med:.2f}×)")
-            for s in variants:
-                _, lo, hi = ratio_stats(per[s], per["minimal"])
-                cells.append(f"{lo:.2f}–{hi:.2f}")
+            cells += ["—" if meaningless or s not in per else f"{ratio_stats(per[s], per['native'])[0]:.2f}×"
+                      for s in fuse]
+        if pair:
+            cells.append("—" if meaningless else f"{ratio_stats(per['kernel'], per['mfusepy'])[0]:.2f}×")
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines), over
+    return "\n".join(lines)
 
 
-def intent_table(results: Results) -> str:
-    lines = ["| measurement | SparseFS (median of rounds) | min–max over rounds | bar | verdict |",
+def readers_table(results: Results) -> str:
+    lines = ["| workload | kernel (1 reader) | kernel --readers 2 | readers 2 / readers 1 | range over rounds |",
              "|---|---|---|---|---|"]
     for row in results.order:
-        values = results.rows[row].get("sparsefs", [])
+        per = results.rows[row]
+        if row == PREAD_EMPTY or "kernel" not in per or "kernel-r2" not in per:
+            continue
+        med, lo, hi = ratio_stats(per["kernel-r2"], per["kernel"])
+        lines.append(f"| {row} | {fmt_time(statistics.median(per['kernel']))} | "
+                     f"{fmt_time(statistics.median(per['kernel-r2']))} | {med:.2f}× | {lo:.2f}–{hi:.2f} |")
+    return "\n".join(lines)
+
+
+def intent_table(results: Results, system: str) -> str:
+    lines = [f"| measurement | SparseFS {SYSTEMS[system]} (median of rounds) | min–max over rounds | bar | verdict |",
+             "|---|---|---|---|---|"]
+    for row in results.order:
+        values = results.rows[row].get(system, [])
         if not values:
             continue
         med = statistics.median(values)
@@ -556,36 +745,73 @@ def machine_facts() -> str:
             f"libfuse {fuse[0] if fuse else '?'}, data on {fstype or '?'}")
 
 
+CODE_PACKAGES = ("sparsefs", "readers", "gate")
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30,
+                          check=False).stdout.rstrip("\n")
+
+
+def use_snapshot(rev: str) -> str:
+    """Serve every mount from an extracted copy of ``rev``'s packages, not the live tree.
+
+    Another engineer may be editing sparsefs/ while a run takes minutes; the
+    daemons import from PYTHONPATH (ahead of the editable install's finder), so
+    every mount of the run runs exactly this commit. Returns 'git <hash>'.
+    """
+    full = _git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+    if not full:
+        raise BenchError(f"unknown git revision {rev}")
+    dest = BENCH_ROOT / f"code-{full[:12]}"
+    if not dest.exists():
+        tmp = BENCH_ROOT / f"code-{full[:12]}.tmp{os.getpid()}"
+        tmp.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", full, *CODE_PACKAGES],
+                                 capture_output=True, timeout=60, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, timeout=60, check=True)
+        os.replace(tmp, dest)
+    os.environ["PYTHONPATH"] = str(dest)
+    where = subprocess.run([str(VENV_PY), "-c", "import sparsefs; print(sparsefs.__file__)"], capture_output=True,
+                           text=True, timeout=30, check=False, cwd="/").stdout.strip()
+    if not where.startswith(str(dest)):
+        raise BenchError(f"the snapshot in {dest} does not shadow the editable install ({where})")
+    return f"git {full[:7]} (snapshot of the committed {', '.join(CODE_PACKAGES)})"
+
+
 def code_version() -> str:
     """The commit measured, and which code directories had uncommitted changes."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30,
-                              check=False).stdout.rstrip("\n")
+    git = _git
     head = git("rev-parse", "--short", "HEAD").strip() or "?"
     dirty = sorted({line[3:] for line in git("status", "--porcelain", "--", "sparsefs", "readers", "gate",
                                               "pyproject.toml").splitlines()})
     return f"git {head}" + (f" + uncommitted changes in {', '.join(dirty)}" if dirty else "")
 
 
-def replace_section(text: str, title: str, body: str) -> str:
-    """Replace the '## title' section (up to the next '## ' heading); keep a '### Profile notes' tail."""
-    start = text.find(title + "\n")
-    if start < 0:
+def replace_section(text: str, prefix: str, body: str) -> str:
+    """Replace the section whose '## ' heading starts with ``prefix`` (up to the next '## ' heading);
+    keep its hand-written tail (from the first '### Integrity' or '### Profile notes' heading on)."""
+    found = re.search("^" + re.escape(prefix) + ".*$", text, flags=re.MULTILINE)
+    if found is None:
         return text.rstrip("\n") + "\n\n" + body.rstrip("\n") + "\n"
-    nxt = text.find("\n## ", start + len(title))
+    start = found.start()
+    nxt = text.find("\n## ", found.end())
     end = len(text) if nxt < 0 else nxt + 1
     old = text[start:end]
-    notes = old.find("\n### Profile notes")
+    marks = [i for i in (old.find("\n" + head) for head in HAND_WRITTEN) if i >= 0]
+    notes = min(marks) if marks else -1
     keep = old[notes + 1:].rstrip("\n") + "\n" if notes >= 0 else ""
     new = body.rstrip("\n") + "\n" + ("\n" + keep if keep else "")
     return text[:start] + new + ("\n" if nxt >= 0 else "") + text[end:]
 
 
-def write_doc(plain: str, intent: str) -> None:
+def write_doc(plain: str, intent: str | None) -> None:
+    """Rewrite the plain-I/O section, and the intent section only if the intent workload ran."""
     DOC.parent.mkdir(parents=True, exist_ok=True)
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    text = replace_section(text, PLAIN_TITLE, plain)
-    text = replace_section(text, INTENT_TITLE, intent)
+    text = replace_section(text, PLAIN_PREFIX, plain)
+    if intent is not None:
+        text = replace_section(text, INTENT_TITLE, intent)
     tmp = DOC.with_suffix(".md.tmp")
     tmp.write_text(text)
     os.replace(tmp, DOC)
@@ -598,9 +824,17 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: small data, 1 round, no doc write")
     parser.add_argument("--warm-reps", type=int, default=None, help="warm repetitions per round, median (default 3)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {','.join(WORKLOADS)}")
-    parser.add_argument("--systems", default="native,sparsefs,minimal",
-                        help=f"comma list of {','.join(SYSTEMS)} (intent always uses sparsefs)")
+    parser.add_argument("--systems", default="native,kernel,kernel-r2,mfusepy",
+                        help=f"comma list of {','.join(SYSTEMS)}")
+    parser.add_argument("--intent-system", default="kernel", choices=sorted(SPARSEFS_ARGS),
+                        help="the SparseFS mount the intent workload runs on (default kernel)")
+    parser.add_argument("--write-intent-section", action="store_true",
+                        help="rewrite the '## Intent-read latency' section (default: this run's intent table goes "
+                             "into the plain-I/O section instead)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per command, seconds")
+    parser.add_argument("--code", default="HEAD",
+                        help="git revision whose sparsefs/readers/gate the mounts run (a snapshot, immune to edits "
+                             "during the run; default HEAD), or 'worktree' for the live tree")
     parser.add_argument("--fresh-data", action="store_true", help="regenerate the data set")
     parser.add_argument("--write", dest="write", action="store_true", default=None, help="write docs/BENCHMARKS.md")
     parser.add_argument("--no-write", dest="write", action="store_false", help="do not write docs/BENCHMARKS.md")
@@ -631,7 +865,7 @@ def main() -> int:
     src = make_data(BENCH_ROOT, sizes, args.fresh_data)
     run_dir = BENCH_ROOT / f"run-{os.getpid()}"
     run_dir.mkdir()
-    code = code_version()
+    code = use_snapshot(args.code) if args.code != "worktree" else code_version()
     command = shlex.join([".venv/bin/python", "scripts/bench_fuse.py", *sys.argv[1:]])
     started = datetime.datetime.now().astimezone()
     wall_start = time.monotonic()
@@ -644,7 +878,9 @@ def main() -> int:
             log(f"round {rnd + 1}/{args.rounds}: order {', '.join(order)}")
             for name in workloads:
                 if name == "intent":
-                    bench.intent_round(rnd, intents, "sparsefs")
+                    bench.intent_round(rnd, intents, args.intent_system)
+                elif name == "pread":
+                    bench.pread_round(rnd, order)
                 else:
                     bench.plain_round(rnd, plain[name], order)
     finally:
@@ -652,48 +888,93 @@ def main() -> int:
         leftovers = [p for p in mountinfo() if p.startswith(str(run_dir))]
         if leftovers:
             log(f"WARNING: still mounted: {leftovers}")
+        raw = {"command": command, "started": started.isoformat(), "code": code,
+               "plain": bench.results.rows, "intent": bench.intent_results.rows}
+        (run_dir / "results.json").write_text(json.dumps(raw, indent=1))
+        log(f"raw per-round values (also after a failure): {run_dir / 'results.json'}")
     wall = time.monotonic() - wall_start
 
     facts = machine_facts()
-    table, over = plain_table(bench.results, systems) if bench.results.rows else ("(no plain workloads run)", [])
+    have_plain = bool(bench.results.rows)
     cold_note = ("Cold = after `sync; echo 3 > /proc/sys/vm/drop_caches` (drops the FUSE page cache,\n"
                  "dentries and inodes too)." if bench.cold_ok else f"Cold rows skipped: {bench.cold_error}.")
+    described = {
+        "kernel": "`sparsefs mount SRC MNT --backend kernel` (/dev/fuse spoken directly, plain files by kernel "
+                  "passthrough, 1 reader thread, source watcher on)",
+        "kernel-r2": "the same with `--readers 2` (two reader threads on cloned /dev/fuse fds)",
+        "mfusepy": "`sparsefs mount SRC MNT --backend mfusepy` (libfuse3 through mfusepy, source watcher on)",
+        "kernel-nowatch": "`--backend kernel --no-watch`",
+        "minimal": "`scripts/minimal_passthrough.py` (mfusepy, kernel_cache, attr/entry_timeout=5, "
+                   "negative_timeout=0, use_ino, multithreaded, no flush handler)",
+    }
+    system_list = "; ".join(f"**{SYSTEMS[s]}** = {described[s]}" for s in systems if s in described)
     plain_md = f"""{PLAIN_TITLE}
 
 Measured {started:%Y-%m-%d %H:%M %Z} with (from the repository root, as root):
 
     {command}
 
-Machine: {facts}. Code: {code}.
+Machine: {facts}. Code: {code}. Wall time {wall / 60:.0f} min, {bench.mount_count} mounts.
 
 > Caveat: this is a shared, noisy 2-core VM — absolute times are noise. Read the ratios: each is the
 > median of per-round ratios, with the systems measured side by side in one run.
 
-Method: {args.rounds} round(s); in each round every workload runs on native (the source directory),
-a SparseFS mirror mount (`sparsefs mount SRC MNT`, default options, source watcher on) and
-`scripts/minimal_passthrough.py` (mfusepy, kernel_cache, attr/entry_timeout=5, negative_timeout=0,
-use_ino, multithreaded, no flush handler), interleaved with the order rotating per round. Only the
-system being timed is mounted (mount → cold run → {args.warm_reps} warm runs, median → unmount).
-{cold_note} Times are medians over rounds; the range column is min–max of the per-round
-SparseFS/minimal ratio. Bar: SparseFS/minimal ≤ {BAR_RATIO}× (**bold** = over).
+Method: {args.rounds} round(s); in each round every workload runs on native (the source directory) and on
+each SparseFS mount: {system_list}. The systems are interleaved per workload with the order rotating per
+round; only the system being timed is mounted (mount → cold run → {args.warm_reps} warm runs, median →
+unmount). {cold_note} Times are medians over rounds; ratios are medians of per-round ratios.
+pread: 4 KiB `os.pread` at random page-aligned offsets of the 200 MB file from a Python loop, timed with
+`time.perf_counter_ns` per batch of {PREAD_BATCH} (median over {PREAD_BATCHES['warm']} batches warm,
+{PREAD_BATCHES['first']} batches first-touch, one run per round); "first touch" = fresh mount, the source file
+already in the page cache (read natively before mounting), every pread on a page not read before through that
+mount; "warm" = after reading the whole file through the same root. The empty-loop row is the same loop around
+`abs()`: Python's own share of each pread. Every pread run also compares 200 of its pages with the source.
 
-{table}
+### The issue's bars (kernel backend = the default)
+
+Throughput bar: median of per-round native time / system time (≥ limit passes). Ratio bars: median of
+per-round system time / native time (≤ limit passes). pread: absolute median per pread.
+
+{bars_table(bench.results, systems) if have_plain else "(no plain workloads run)"}
+
+### All workloads
+
+{plain_table(bench.results, systems) if have_plain else "(no plain workloads run)"}
 """
-    if over:
-        plain_md += "\nOver the bar: " + "; ".join(over) + ".\n"
-    intent_md = f"""{INTENT_TITLE}
+    if have_plain and "kernel-r2" in systems and "kernel" in systems:
+        plain_md += f"""
+### Reader threads: `--readers 1` vs `--readers 2` (kernel backend)
 
-Same run and machine as above. `cat 'big.txt@intent=<question>'` on a {sizes.text_mb:g} MB text made of the
-COVID-QA dev and QMSum documents (../shared/data/qa), intents are {sizes.intents} dataset questions
-(rotated per round). Cold = the first intent read after a fresh SparseFS mount (parse + index), with the
-page cache warm, and again after a fresh mount + drop_caches; warm = {sizes.intents - 1} other intents on the
-same file right after (index cached), median per round. Times include starting `cat`.
+Same run. Ratio < 1 means two reader threads were faster.
 
-{intent_table(bench.intent_results) if bench.intent_results.rows else "(intent workload not run)"}
+{readers_table(bench.results)}
 """
+    intent_md = None
+    if bench.intent_results.rows:
+        # The "## Intent-read latency" section is only rewritten on request; otherwise this run's intent
+        # numbers go into the plain-I/O section as a subsection.
+        heading = INTENT_TITLE if args.write_intent_section else "### Intent-read latency in this run"
+        where = "above" if args.write_intent_section else "this section"
+        intent_note = (" (`bench_fuse.py` rewrites the `## Intent-read latency` section further down only with\n"
+                       "`--write-intent-section`.)")
+        intent_md = f"""{heading}
+
+Same run and machine as {where}, on the {SYSTEMS[args.intent_system]} backend. `cat 'big.txt@intent=<question>'` on a
+{sizes.text_mb:g} MB text made of the COVID-QA dev and QMSum documents (../shared/data/qa), intents are
+{sizes.intents} dataset questions (rotated per round). Cold = the first intent read after a fresh SparseFS mount
+(parse + index), with the page cache warm, and again after a fresh mount + drop_caches; warm =
+{sizes.intents - 1} other intents on the same file right after (index cached), median per round. Times include
+starting `cat`.{"" if args.write_intent_section else intent_note}
+
+{intent_table(bench.intent_results, args.intent_system)}
+"""
+    if intent_md is not None and not args.write_intent_section:
+        plain_md += "\n" + intent_md
+        intent_md = None
     print()
     print(plain_md)
-    print(intent_md)
+    if intent_md is not None:
+        print(intent_md)
     log(f"mounts: {bench.mount_count}; wall {wall:.0f} s")
     if write:
         write_doc(plain_md, intent_md)

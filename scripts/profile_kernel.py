@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Where a workload's time goes on the kernel backend: requests per opcode and daemon time per request.
+
+Mounts SRC at MNT with SparseFS's kernel backend in a child process whose
+``Session._answer`` is wrapped to count requests and time each one per opcode
+(handler + reply write; the kernel round trip and the reader's wait are not in
+it). The parent runs a shell command once after ``drop_caches`` (cold), then
+``--reps`` times (warm), and prints, for every run, its wall time, the daemon's
+CPU time (/proc utime+stime) and the per-opcode counts and mean µs.
+
+    .venv/bin/python scripts/profile_kernel.py /tmp/sparsefs-bench/data-…/src /tmp/prof-mnt \\
+        --cwd small --cmd 'find . -type f -exec cat {} +'
+
+``--experiment A,B`` changes the backend *in the child only*, to measure an
+idea before anyone implements it; nothing under sparsefs/ is touched:
+  readbuf   read each request into a preallocated per-thread buffer (os.readv) and copy out
+            its bytes, instead of os.read(fd, 1 MiB + 8 KiB), which allocates and frees
+            1 MiB per request
+  cachedir  OPENDIR replies FOPEN_CACHE_DIR|FOPEN_KEEP_CACHE: the kernel keeps listings, so a
+            warm readdir sends no READDIR/READDIRPLUS (invalidation on source changes would then
+            be the backend's job — not handled by this experiment)
+  noplus    INIT without DO_READDIRPLUS/READDIRPLUS_AUTO: listings are plain READDIR (names only),
+            attributes come from LOOKUP/GETATTR and stay cached for the entry/attr timeout
+Needs root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_PY = REPO / ".venv" / "bin" / "python"
+OPNAMES = [
+    "LOOKUP", "FORGET", "GETATTR", "SETATTR", "READLINK", "SYMLINK", "MKNOD", "MKDIR", "UNLINK", "RMDIR", "RENAME",
+    "LINK", "OPEN", "READ", "WRITE", "STATFS", "RELEASE", "FSYNC", "SETXATTR", "GETXATTR", "LISTXATTR",
+    "REMOVEXATTR", "FLUSH", "INIT", "OPENDIR", "READDIR", "RELEASEDIR", "FSYNCDIR", "GETLK", "SETLK", "SETLKW",
+    "ACCESS", "CREATE", "INTERRUPT", "BMAP", "DESTROY", "IOCTL", "POLL", "NOTIFY_REPLY", "BATCH_FORGET",
+    "FALLOCATE", "READDIRPLUS", "RENAME2", "LSEEK", "COPY_FILE_RANGE", "SYNCFS", "TMPFILE", "STATX",
+]
+FOPEN_CACHE_DIR = 1 << 3
+
+
+# ---------------------------------------------------------------- child ---------
+def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | None, watch: bool) -> int:
+    from sparsefs import fuse_kernel
+    from sparsefs import kproto as k
+    from sparsefs.core import Core
+    from sparsefs.daemon import MountPlan, _start_watcher
+    from sparsefs.kernel_dirs import DirectoryOps
+    from sparsefs.rootfs import SourceRoot
+    from sparsefs.stats import Stats
+
+    names = {getattr(k, n): n for n in OPNAMES if hasattr(k, n)}
+    lock = threading.Lock()
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    original = fuse_kernel.Session._answer
+
+    def answer(self: fuse_kernel.Session, fd: int, request: k.Request) -> None:
+        start = time.perf_counter_ns()
+        original(self, fd, request)
+        spent = time.perf_counter_ns() - start
+        with lock:
+            entry = counts[names.get(request.opcode, str(request.opcode))]
+            entry[0] += 1
+            entry[1] += spent
+
+    fuse_kernel.Session._answer = answer  # type: ignore[method-assign]
+
+    experiments = set(filter(None, (experiment or "").split(",")))
+    if "cachedir" in experiments:
+        plain_opendir = DirectoryOps.opendir
+
+        def opendir(self: DirectoryOps, request: k.Request) -> bytes:
+            fh, _, backing = k.OPEN_OUT.unpack(plain_opendir(self, request))
+            return k.OPEN_OUT.pack(fh, FOPEN_CACHE_DIR | k.FOPEN_KEEP_CACHE, backing)
+
+        DirectoryOps.opendir = opendir  # type: ignore[method-assign]
+    if "readbuf" in experiments:
+        local = threading.local()
+        retry = fuse_kernel._RETRY
+
+        def read_request(self: fuse_kernel.Session, fd: int) -> bytes:
+            buf = getattr(local, "buf", None)
+            if buf is None:
+                buf = local.buf = bytearray(fuse_kernel.BUFFER_SIZE)
+                local.view = memoryview(buf)
+            while True:
+                try:
+                    n = os.readv(fd, [buf])
+                except OSError as err:
+                    if err.errno not in retry:
+                        raise
+                    continue
+                return bytes(local.view[:n])
+
+        fuse_kernel.Session._read_request = read_request  # type: ignore[method-assign]
+    if "noplus" in experiments:
+        fuse_kernel.WANTED &= ~(k.DO_READDIRPLUS | k.READDIRPLUS_AUTO)
+    unknown = experiments - {"cachedir", "readbuf", "noplus"}
+    if unknown:
+        raise SystemExit(f"unknown experiment {unknown}")
+
+    def dump(signum: int, frame: object) -> None:
+        with lock:
+            snapshot = {name: list(v) for name, v in counts.items()}
+            counts.clear()
+        tmp = stats_file + ".tmp"
+        Path(tmp).write_text(json.dumps(snapshot))
+        os.replace(tmp, stats_file)
+
+    signal.signal(signal.SIGUSR1, dump)
+    state = Path(stats_file).parent / "state"
+    state.mkdir(exist_ok=True)
+    plan = MountPlan(Path(src), Path(mnt), state, watch=watch, backend="kernel", readers=readers)
+    root = SourceRoot.open(src)
+    stats = Stats(state / "log.jsonl", backend="kernel")
+    core = Core(root, stats)
+    watcher = _start_watcher(plan, core) if watch else None
+    try:
+        fuse_kernel.serve(core, mnt, False, readers)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        stats.close()
+        root.close()
+    return 0
+
+
+# ---------------------------------------------------------------- parent --------
+def cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def mounted(mnt: str) -> bool:
+    return any(line.split()[4] == mnt for line in Path("/proc/self/mountinfo").read_text().splitlines())
+
+
+def drop_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    time.sleep(0.2)
+
+
+def collect(pid: int, stats_file: Path) -> dict[str, list[int]]:
+    stats_file.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while not stats_file.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the daemon did not dump its counters")
+        time.sleep(0.01)
+    counts: dict[str, list[int]] = json.loads(stats_file.read_text())
+    return counts
+
+
+def show(label: str, wall: float, cpu_s: float, counts: dict[str, list[int]]) -> None:
+    total = sum(n for n, _ in counts.values())
+    busy = sum(ns for _, ns in counts.values()) / 1e9
+    print(f"{label}: wall {wall * 1000:.1f} ms, daemon CPU {cpu_s * 1000:.0f} ms, {total} requests, "
+          f"{busy * 1000:.1f} ms inside handlers")
+    for name, (n, ns) in sorted(counts.items(), key=lambda kv: -kv[1][1]):
+        print(f"    {name:13s} {n:7d} × {ns / n / 1000:7.1f} µs = {ns / 1e6:7.1f} ms")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("src")
+    parser.add_argument("mnt")
+    parser.add_argument("--cmd", default="find . -type f -exec cat {} +")
+    parser.add_argument("--cwd", default=".", help="relative to the mount")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--readers", type=int, default=1)
+    parser.add_argument("--experiment", help="comma list: readbuf, cachedir, noplus")
+    parser.add_argument("--no-watch", action="store_true")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stats-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    src, mnt = os.path.abspath(args.src), os.path.abspath(args.mnt)
+    if args.serve:
+        return serve(src, mnt, args.stats_file, args.readers, args.experiment, not args.no_watch)
+
+    work = Path(f"/tmp/sparsefs-profile-{os.getpid()}")
+    work.mkdir()
+    stats_file = work / "counts.json"
+    os.makedirs(mnt, exist_ok=True)
+    child_cmd = [str(VENV_PY), __file__, src, mnt, "--serve", "--stats-file", str(stats_file),
+                 "--readers", str(args.readers)]
+    if args.experiment:
+        child_cmd += ["--experiment", args.experiment]
+    if args.no_watch:
+        child_cmd.append("--no-watch")
+    with open(work / "daemon.log", "wb") as log:
+        child = subprocess.Popen(child_cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                 start_new_session=True, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 20
+        while not mounted(mnt):
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mount failed; see {work / 'daemon.log'}")
+            time.sleep(0.02)
+        os.stat(mnt)
+        cwd = os.path.join(mnt, args.cwd)
+        print(f"{shlex.join(sys.argv)}\ncommand: {args.cmd} (in {cwd}); readers {args.readers}; "
+              f"experiment {args.experiment or 'none'}")
+        tick = os.sysconf("SC_CLK_TCK")
+        for rep in range(args.reps + 1):
+            if rep == 0:
+                drop_caches()
+            collect(child.pid, stats_file)
+            cpu0 = cpu_ticks(child.pid)
+            start = time.perf_counter()
+            subprocess.run(args.cmd, shell=True, cwd=cwd, stdout=subprocess.DEVNULL, check=False)
+            wall = time.perf_counter() - start
+            time.sleep(0.05)  # let async RELEASE/FORGET land in this run's counts
+            counts = collect(child.pid, stats_file)
+            show("cold" if rep == 0 else f"warm {rep}", wall, (cpu_ticks(child.pid) - cpu0) / tick, counts)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], check=False, capture_output=True)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
