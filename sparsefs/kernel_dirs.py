@@ -24,10 +24,12 @@ _DIR_FH_BASE = 1 << 51
 class DirectoryOps:
     """Directory handles and their listings; thread-safe."""
 
-    def __init__(self, core: Core, nodes: NodeTable, entry: Callable[[int, str, dict[str, int]], bytes]) -> None:
+    def __init__(self, core: Core, nodes: NodeTable, entry: Callable[[int, str, dict[str, int]], bytes],
+                 real_entry: Callable[[int, str, os.stat_result], bytes]) -> None:
         self.core = core
         self.nodes = nodes
         self._entry = entry
+        self._real_entry = real_entry
         self._dirs: dict[int, list[tuple[str, int, int]]] = {}
         self._ids = itertools.count(_DIR_FH_BASE)
         self._lock = threading.Lock()
@@ -78,23 +80,35 @@ class DirectoryOps:
     def readdirplus(self, request: k.Request) -> bytes:
         entries, offset, size = self._listing(request)
         base = self._path(request.nodeid)
-        out: list[bytes] = []
+        batch: list[tuple[int, bytes]] = []
         used = 0
         for index in range(offset, len(entries)):
             name, mode, ino = entries[index]
             dirent = k.pack_dirent(ino, index + 1, os.fsencode(name), mode)
-            if used + k.ENTRY_HEAD.size + k.ATTR.size + len(dirent) > size:
+            used += k.ENTRY_HEAD.size + k.ATTR.size + len(dirent)
+            if used > size:
                 break
-            out.append(self._plus_entry(request.nodeid, base, name, mode, ino) + dirent)
-            used += len(out[-1])
-        return b"".join(out)
+            batch.append((index, dirent))
+        stats = self._stats(request.nodeid, base, [entries[index][0] for index, _ in batch])
+        return b"".join(self._plus_entry(request.nodeid, base, entries[index], stats) + dirent
+                        for index, dirent in batch)
 
-    def _plus_entry(self, parent: int, base: str, name: str, mode: int, ino: int) -> bytes:
+    def _stats(self, nodeid: int, base: str, names: list[str]) -> dict[str, os.stat_result]:
+        """lstat of the real entries of a source directory, through one directory fd."""
+        node = self.nodes.peek(nodeid)
+        if node is None or node.generated:
+            return {}
+        return self.core.root.stat_entries(base[1:], [name for name in names if name not in (".", "..")])
+
+    def _plus_entry(self, parent: int, base: str, entry: tuple[str, int, int],
+                    stats: dict[str, os.stat_result]) -> bytes:
         """The entry part of one READDIRPLUS record; node id 0 (no lookup counted) for dots and vanished names."""
+        name, mode, ino = entry
+        if name in stats:
+            return self._real_entry(parent, name, stats[name])
         if name not in (".", ".."):
             try:
-                attrs = self.core.getattr(base + name if base == "/" else f"{base}/{name}")
-                return self._entry(parent, name, attrs)
+                return self._entry(parent, name, self.core.getattr(base + name if base == "/" else f"{base}/{name}"))
             except OSError:
                 pass
         return k.ENTRY_HEAD.pack(0, 0, 0, 0, 0, 0) + k.pack_attr({"st_ino": ino, "st_mode": mode})

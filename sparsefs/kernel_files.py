@@ -1,17 +1,20 @@
 """Open files of the kernel backend: passthrough backing ids, keeper fds, handles.
 
 An ordinary file is served by kernel passthrough. Its node gets one backing
-id, registered from an fd of the source file at its first open and kept until
-the kernel forgets the node (or the file leaves the tree while nobody has it
-open, so its disk space is not held). While a node has open handles the
-daemon also keeps that fd (the *keeper*): ``fstat``, ``ftruncate`` and
-``fsync`` of an open file then reach the very inode the caller opened, even
-after the name was unlinked, renamed or replaced outside the mount.
+id, registered from an fd of the source file (the *keeper*) at its first
+open; the daemon keeps both for as long as the kernel keeps the node. The
+backing id already holds the source file open in the kernel, so the keeper
+costs only an fd slot, and it gives ``fstat``, ``ftruncate`` and ``fsync`` of
+an open file the very inode the caller opened, even after the name was
+unlinked, renamed or replaced outside the mount. Both are let go when the
+kernel forgets the node, when the file leaves the tree while nobody has it
+open (so its disk space is not held), or when too many idle files are kept
+(least recently closed first, under half the fd limit).
 
-Every first open, and every open for writing, opens the source file with the
+The first open, and every open for writing, opens the source file with the
 caller's flags, so a refusal (EROFS, ETXTBSY, EACCES, a name that is no longer
-a regular file) reaches the caller as itself. Read-only opens while the file
-is already open reuse the keeper: no system call at all.
+a regular file) reaches the caller as itself. A read-only reopen of a kept
+file makes no system call at all.
 
 Generated files (packs, control files), and files for which the kernel refused
 passthrough, are core handles answered with READ replies. A node never mixes
@@ -24,7 +27,9 @@ import errno
 import itertools
 import logging
 import os
+import resource
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -68,6 +73,8 @@ class FileOps:
         self._handles: dict[int, Handle] = {}
         self._ids = itertools.count(_PASSTHROUGH_FH_BASE)
         self._lock = threading.Lock()
+        self._idle: OrderedDict[int, Node] = OrderedDict()  # kept files nobody has open, oldest first
+        self.idle_limit = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
 
     # ---- opening -----------------------------------------------------------
     def _by_passthrough(self, node: Node) -> bool:
@@ -77,11 +84,14 @@ class FileOps:
         if not self._by_passthrough(node):
             return self._core_open(node, self.core.open(_need(path), flags), flags)
         with node.lock:
-            if node.open_count == 0 or (flags & _WRITE_MODES and path is not None):
+            kept = node.backing_id is not None and node.keeper_fd >= 0
+            if not kept or (flags & _WRITE_MODES and path is not None):
                 result = self.core.open(_need(path), flags)  # the caller's own errors surface here
                 if result.direct_io or not self._adopt(node, result.fh):
                     return self._core_open(node, result, flags)
-            return self._passthrough_open(node, flags)
+            reply = self._passthrough_open(node, flags)
+        self._busy(node)
+        return reply
 
     def open_created(self, node: Node, result: OpenResult, flags: int) -> bytes:
         """The open half of CREATE, for the fd the core created the file with."""
@@ -90,7 +100,9 @@ class FileOps:
         with node.lock:
             if not self._adopt(node, result.fh):
                 return self._core_open(node, result, flags)
-            return self._passthrough_open(node, flags)
+            reply = self._passthrough_open(node, flags)
+        self._busy(node)
+        return reply
 
     def _adopt(self, node: Node, fd: int) -> bool:
         """Use ``fd`` for ``node`` (backing file, keeper) or close it; False if passthrough was refused."""
@@ -194,22 +206,39 @@ class FileOps:
             node.open_count -= 1
             if node.open_count > 0:
                 return
-            keeper, node.keeper_fd = node.keeper_fd, -1
-            backing = self._take_backing(node) if detached else None
-        _close(keeper)
-        self._close_backing(backing)
+        if detached:
+            self._let_go(node)
+        else:
+            self._keep_idle(node)
 
     def gone_from_tree(self, node: Node) -> None:
         """The file was unlinked or replaced: if nobody has it open, let its space go now, not at FORGET."""
-        with node.lock:
-            backing = self._take_backing(node) if node.open_count == 0 else None
-        self._close_backing(backing)
+        self._let_go(node)
 
     def forgotten(self, node: Node) -> None:
         """The kernel forgot the node: nothing can be open on it any more."""
+        self._let_go(node)
+
+    def _busy(self, node: Node) -> None:
+        with self._lock:
+            self._idle.pop(node.nodeid, None)
+
+    def _keep_idle(self, node: Node) -> None:
+        with self._lock:
+            self._idle[node.nodeid] = node
+            self._idle.move_to_end(node.nodeid)
+            excess = [self._idle.popitem(last=False)[1] for _ in range(len(self._idle) - self.idle_limit)]
+        for victim in excess:
+            self._let_go(victim)
+
+    def _let_go(self, node: Node) -> None:
+        """Close the keeper and the backing id of a node nobody has open (a no-op while it is open)."""
         with node.lock:
+            if node.open_count > 0:
+                return
             keeper, node.keeper_fd = node.keeper_fd, -1
             backing = self._take_backing(node)
+        self._busy(node)
         _close(keeper)
         self._close_backing(backing)
 
@@ -229,6 +258,10 @@ class FileOps:
     def open_handles(self) -> int:
         with self._lock:
             return len(self._handles)
+
+    def kept_idle(self) -> int:
+        with self._lock:
+            return len(self._idle)
 
 
 def _need(path: str | None) -> str:

@@ -18,16 +18,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sparsefs import kproto as k
+from sparsefs.control import CONTROL_DIR
 from sparsefs.core import Core
 from sparsefs.kernel_dirs import DirectoryOps
 from sparsefs.kernel_files import Device, FileOps
-from sparsefs.nodes import Node, NodeTable
+from sparsefs.nodes import ROOT, Node, NodeTable
 from sparsefs.rootfs import UTIME_NOW, UTIME_OMIT, stat_dict
 from sparsefs.virtual import is_virtual_ino
 
 log = logging.getLogger("sparsefs.kernel")
 
 _RENAME_EXCHANGE = 2
+_MAYBE_VIRTUAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name the source lacks may still be a virtual one
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class KernelOps:
         self.nodes = NodeTable(core.root.lstat("").st_ino)
         self.files = FileOps(core, self.nodes, device)
         self._context = threading.local()
-        self.dirs = DirectoryOps(core, self.nodes, self._entry)
+        self.dirs = DirectoryOps(core, self.nodes, self._entry, self.real_entry)
         core.caller_pid = self._caller_pid
 
     # ---- request context -----------------------------------------------------
@@ -87,11 +89,35 @@ class KernelOps:
 
     def lookup(self, request: k.Request) -> bytes:
         (path,) = self._child(request)
-        return self._entry(request.nodeid, path.rpartition("/")[2], self.core.getattr(path))
+        name = path.rpartition("/")[2]
+        if self._plainly_real(request.nodeid, name):
+            try:
+                st = self.core.root.lstat(path[1:])
+            except OSError as err:
+                if err.errno not in _MAYBE_VIRTUAL:
+                    raise
+            else:
+                return self.real_entry(request.nodeid, name, st)
+        return self._entry(request.nodeid, name, self.core.getattr(path))
+
+    def _plainly_real(self, parent: int, name: str) -> bool:
+        """A name that can only be a real file: no '@', not the control tree (the hot path)."""
+        if "@" in name or (parent == ROOT and name == CONTROL_DIR):
+            return False
+        node = self.nodes.peek(parent)
+        return node is not None and not node.generated
+
+    def real_entry(self, parent: int, name: str, st: os.stat_result) -> bytes:
+        node = self.nodes.remember(parent, name, st.st_ino)
+        return k.pack_entry_stat(node.nodeid, st, self.timeout_s)
 
     def getattr(self, request: k.Request) -> bytes:
         flags, _, fh = k.GETATTR_IN.unpack_from(request.body)
         node = self.nodes.get(request.nodeid)
+        if not node.generated and self.files.core_fh(fh) is None:
+            opened = self.files.with_keeper(node, os.fstat)
+            st = opened if opened is not None else self.core.root.lstat(self._path(node.nodeid)[1:])
+            return k.pack_attr_out_stat(st, self.timeout_s)
         return k.pack_attr_out(self._attrs(node, fh if flags & k.GETATTR_FH else None), self._timeout(node))
 
     def setattr(self, request: k.Request) -> bytes:

@@ -141,6 +141,25 @@ def pack_attr(attrs: dict[str, int], ino: int | None = None) -> bytes:
     )
 
 
+def pack_stat(st: os.stat_result) -> bytes:
+    """``fuse_attr`` straight from a stat result (the hot path: no dict in between)."""
+    atime, atime_ns = divmod(st.st_atime_ns, _SEC)
+    mtime, mtime_ns = divmod(st.st_mtime_ns, _SEC)
+    ctime, ctime_ns = divmod(st.st_ctime_ns, _SEC)
+    return ATTR.pack(st.st_ino, st.st_size, st.st_blocks, atime, mtime, ctime, atime_ns, mtime_ns, ctime_ns,
+                     st.st_mode, st.st_nlink, st.st_uid, st.st_gid, st.st_rdev & 0xFFFFFFFF, st.st_blksize, 0)
+
+
+def pack_entry_stat(nodeid: int, st: os.stat_result, timeout_s: float) -> bytes:
+    whole, nsec = _split_timeout(timeout_s)
+    return ENTRY_HEAD.pack(nodeid, 0, whole, whole, nsec, nsec) + pack_stat(st)
+
+
+def pack_attr_out_stat(st: os.stat_result, timeout_s: float) -> bytes:
+    whole, nsec = _split_timeout(timeout_s)
+    return ATTR_OUT_HEAD.pack(whole, nsec, 0) + pack_stat(st)
+
+
 def pack_entry(nodeid: int, attrs: dict[str, int], timeout_s: float) -> bytes:
     whole, nsec = _split_timeout(timeout_s)
     return ENTRY_HEAD.pack(nodeid, 0, whole, whole, nsec, nsec) + pack_attr(attrs)

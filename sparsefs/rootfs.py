@@ -147,6 +147,20 @@ class SourceRoot:
         finally:
             os.close(fd)
 
+    def stat_entries(self, rel: str, names: list[str]) -> dict[str, os.stat_result]:
+        """lstat of several entries of one directory, through one confined directory fd; vanished names are left out."""
+        fd = self.open_file(rel, os.O_RDONLY | os.O_DIRECTORY)
+        found: dict[str, os.stat_result] = {}
+        try:
+            for name in names:
+                try:
+                    found[name] = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+        finally:
+            os.close(fd)
+        return found
+
     def readlink(self, rel: str) -> str:
         with self.parent(rel) as (dirfd, name):
             return os.readlink(name, dir_fd=dirfd)

@@ -250,3 +250,54 @@ def test_open_falls_back_to_daemon_reads_when_passthrough_is_refused(session: tu
     assert device.sent[-1][k.OUT_HEADER.size:] == b"hello\n"
     sess._dispatch(-1, _request(k.RELEASE, 4, nodeid, struct.pack("=QIIQ", fh, 0, 0, 0)))
     assert device.replies()[4] == 0 and sess.ops.open_handles() == 0
+
+
+class GrantingDevice(FakeDevice):
+    """A device that grants backing ids and remembers which are open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backings: set[int] = set()
+        self.next_id = 1
+
+    def backing_open(self, fd: int) -> int:
+        self.next_id += 1
+        self.backings.add(self.next_id)
+        return self.next_id
+
+    def backing_close(self, backing_id: int) -> None:
+        self.backings.remove(backing_id)
+
+
+def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for index in range(5):
+        (src / f"f{index}").write_text(str(index))
+    root = SourceRoot.open(str(src))
+    stats = Stats(tmp_path / "state" / "log.jsonl", backend="kernel")
+    device = GrantingDevice()
+    session = Session(Core(root, stats), str(tmp_path / "mnt"), device=device)  # type: ignore[arg-type]
+    files = session.ops.files
+    files.passthrough, files.idle_limit = True, 2
+    try:
+        nodes = [session.ops.nodes.remember(ROOT, f"f{index}", (src / f"f{index}").stat().st_ino)
+                 for index in range(5)]
+        for node in nodes:
+            fh = k.OPEN_OUT.unpack(files.open(node, f"/{node.name}", os.O_RDONLY))[0]
+            files.release(fh)
+        assert files.kept_idle() == 2 and len(device.backings) == 2  # the three oldest were let go
+        assert all(node.keeper_fd < 0 and node.backing_id is None for node in nodes[:3])
+        (src / "f4").unlink()  # a kept file's name goes away: its fd keeps answering
+        fh = k.OPEN_OUT.unpack(files.open(nodes[4], "/f4", os.O_RDONLY))[0]
+        assert files.with_keeper(nodes[4], os.fstat) is not None
+        files.release(fh)
+        files.gone_from_tree(nodes[4])
+        assert nodes[4].keeper_fd < 0 and files.kept_idle() == 1
+        for node in nodes:
+            files.forgotten(node)
+        assert not device.backings and files.kept_idle() == 0
+    finally:
+        session.pool.shutdown(wait=True)
+        stats.close()
+        root.close()
