@@ -186,9 +186,12 @@ def session(tmp_path: Path) -> Iterator[tuple[Session, FakeDevice]]:
     root.close()
 
 
+def _raw(opcode: int, unique: int, nodeid: int = ROOT, body: bytes = b"") -> bytes:
+    return k.IN_HEADER.pack(40 + len(body), opcode, unique, nodeid, 0, 0, os.getpid(), 0, 0) + body
+
+
 def _request(opcode: int, unique: int, nodeid: int = ROOT, body: bytes = b"") -> k.Request:
-    raw = k.IN_HEADER.pack(40 + len(body), opcode, unique, nodeid, 0, 0, os.getpid(), 0, 0) + body
-    return k.Request.parse(raw)
+    return k.Request.parse(_raw(opcode, unique, nodeid, body))
 
 
 def test_lookup_getattr_and_missing_names(session: tuple[Session, FakeDevice]) -> None:
@@ -301,3 +304,56 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
         session.pool.shutdown(wait=True)
         stats.close()
         root.close()
+
+
+class PipeDevice(FakeDevice):
+    """Requests come through pipes: the main fd and each clone get their own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fd, self.main_writer = os.pipe()
+        self.clone_writers: list[int] = []
+
+    def clone(self) -> int:
+        read_end, write_end = os.pipe()
+        self.clone_writers.append(write_end)
+        return read_end
+
+
+def test_the_standby_answers_while_the_reader_is_stuck_in_one_request(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "file.txt").write_text("hello\n")
+    root = SourceRoot.open(str(src))
+    stats = Stats(tmp_path / "state" / "log.jsonl", backend="kernel")
+    device = PipeDevice()
+    session = Session(Core(root, stats), str(tmp_path / "mnt"), device=device)  # type: ignore[arg-type]
+    plain_lookup = session.handlers[k.LOOKUP]
+
+    def lookup(request: k.Request) -> bytes | None:
+        if bytes(request.body).startswith(b"slow-disk"):
+            time.sleep(1.0)  # a cold stat on a slow disk, answered by the reader itself
+        return plain_lookup(request)
+
+    session.handlers[k.LOOKUP] = lookup
+    threads = session._start_threads()
+    try:
+        os.write(device.main_writer, _raw(k.LOOKUP, 1, body=b"slow-disk\0"))
+        time.sleep(0.1)
+        started = time.monotonic()
+        os.write(device.clone_writers[-1], _raw(k.LOOKUP, 2, body=b"file.txt\0"))
+        while 2 not in device.replies() and time.monotonic() - started < 5:
+            time.sleep(0.005)
+        assert device.replies() == {2: 0}, "the standby did not answer while the reader was stuck"
+        assert time.monotonic() - started < 0.5 and session.standby.rescued == 1
+    finally:
+        session.stopping.set()
+        session._notices.put(None)
+        for writer in (device.main_writer, *device.clone_writers):
+            os.close(writer)
+        for thread in threads:
+            thread.join(timeout=5)
+        session.pool.shutdown(wait=True)
+        stats.close()
+        root.close()
+    assert device.replies()[1] == errno.ENOENT
