@@ -80,11 +80,12 @@ class FileOps:
     def _by_passthrough(self, node: Node) -> bool:
         return not node.generated and (node.backing_id is not None or (self.passthrough and node.passthrough))
 
-    def open(self, node: Node, path: str | None, flags: int) -> bytes:
+    def open(self, node: Node, flags: int) -> bytes:
         if not self._by_passthrough(node):
-            return self._core_open(node, self.core.open(_need(path), flags), flags)
+            return self._core_open(node, self.core.open(_need(self.nodes.path(node.nodeid)), flags), flags)
         with node.lock:
             kept = node.backing_id is not None and node.keeper_fd >= 0
+            path = None if kept and not flags & _WRITE_MODES else self.nodes.path(node.nodeid)
             if not kept or (flags & _WRITE_MODES and path is not None):
                 result = self.core.open(_need(path), flags)  # the caller's own errors surface here
                 if result.direct_io or not self._adopt(node, result.fh):
@@ -193,13 +194,13 @@ class FileOps:
             handle = self._handles.pop(fh, None)
         if handle is None:
             return
-        path = self.nodes.path(handle.node.nodeid)
         if handle.core_fh is not None:
-            self.core.release(path, handle.core_fh)
+            self.core.release(self.nodes.path(handle.node.nodeid), handle.core_fh)
             return
-        if handle.writable and path is not None:
+        path = self.nodes.path(handle.node.nodeid) if handle.writable else None
+        if path is not None:
             self.core.source_written(path)  # passthrough writes never passed through us
-        self._closed_once(handle.node, detached=path is None)
+        self._closed_once(handle.node, detached=handle.node.parent == 0)
 
     def _closed_once(self, node: Node, detached: bool) -> None:
         with node.lock:

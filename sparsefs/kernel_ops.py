@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Protocol
 
 from sparsefs import kproto as k
@@ -32,13 +31,6 @@ _RENAME_EXCHANGE = 2
 _MAYBE_VIRTUAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name the source lacks may still be a virtual one
 
 
-@dataclass(frozen=True)
-class Caller:
-    uid: int
-    gid: int
-    pid: int
-
-
 class KernelOps:
     """Answers kernel requests; thread-safe."""
 
@@ -53,11 +45,11 @@ class KernelOps:
 
     # ---- request context -----------------------------------------------------
     def set_caller(self, request: k.Request) -> None:
-        self._context.caller = Caller(request.uid, request.gid, request.pid)
+        self._context.caller = request  # uid, gid and pid of whoever made the request
 
     def _caller_pid(self) -> int | None:
         caller = getattr(self._context, "caller", None)
-        return None if caller is None else caller.pid
+        return None if caller is None else int(caller.pid)
 
     def _path(self, nodeid: int) -> str:
         path = self.nodes.path(nodeid)
@@ -244,8 +236,7 @@ class KernelOps:
     # ---- files -------------------------------------------------------------
     def open(self, request: k.Request) -> bytes:
         flags, _ = k.OPEN_IN.unpack_from(request.body)
-        node = self.nodes.get(request.nodeid)
-        return self.files.open(node, self.nodes.path(node.nodeid), flags)
+        return self.files.open(self.nodes.get(request.nodeid), flags)
 
     def create(self, request: k.Request) -> bytes:
         flags, mode, _umask, _ = k.CREATE_IN.unpack_from(request.body)

@@ -91,7 +91,7 @@ BACKING_MAP = struct.Struct("=iIQ")
 _SEC = 10**9
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~2 µs per request
 class Request:
     """One request read from /dev/fuse: its header fields and the argument bytes."""
 

@@ -287,12 +287,12 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
         nodes = [session.ops.nodes.remember(ROOT, f"f{index}", (src / f"f{index}").stat().st_ino)
                  for index in range(5)]
         for node in nodes:
-            fh = k.OPEN_OUT.unpack(files.open(node, f"/{node.name}", os.O_RDONLY))[0]
+            fh = k.OPEN_OUT.unpack(files.open(node, os.O_RDONLY))[0]
             files.release(fh)
         assert files.kept_idle() == 2 and len(device.backings) == 2  # the three oldest were let go
         assert all(node.keeper_fd < 0 and node.backing_id is None for node in nodes[:3])
         (src / "f4").unlink()  # a kept file's name goes away: its fd keeps answering
-        fh = k.OPEN_OUT.unpack(files.open(nodes[4], "/f4", os.O_RDONLY))[0]
+        fh = k.OPEN_OUT.unpack(files.open(nodes[4], os.O_RDONLY))[0]
         assert files.with_keeper(nodes[4], os.fstat) is not None
         files.release(fh)
         files.gone_from_tree(nodes[4])
