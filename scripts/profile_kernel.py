@@ -11,11 +11,15 @@ CPU time (/proc utime+stime) and the per-opcode counts and mean µs.
     .venv/bin/python scripts/profile_kernel.py /tmp/sparsefs-bench/data-…/src /tmp/prof-mnt \\
         --cwd small --cmd 'find . -type f -exec cat {} +'
 
+The daemon runs a snapshot of ``--code`` (default HEAD: the committed
+sparsefs/readers/gate, extracted as bench_fuse.py does), not the live tree, so
+edits in progress are not measured; ``--code worktree`` runs the live tree.
+
 ``--experiment A,B`` changes the backend *in the child only*, to measure an
 idea before anyone implements it; nothing under sparsefs/ is touched:
   readbuf   read each request into a preallocated per-thread buffer (os.readv) and copy out
             its bytes, instead of os.read(fd, 1 MiB + 8 KiB), which allocates and frees
-            1 MiB per request
+            1 MiB per request (built in since ec812d3: refused there, it would be a no-op)
   cachedir  OPENDIR replies FOPEN_CACHE_DIR|FOPEN_KEEP_CACHE: the kernel keeps listings, so a
             warm readdir sends no READDIR/READDIRPLUS (invalidation on source changes would then
             be the backend's job — not handled by this experiment)
@@ -38,6 +42,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fuse import BENCH_ROOT, code_version, use_snapshot
+
 REPO = Path(__file__).resolve().parents[1]
 VENV_PY = REPO / ".venv" / "bin" / "python"
 OPNAMES = [
@@ -48,6 +55,25 @@ OPNAMES = [
     "FALLOCATE", "READDIRPLUS", "RENAME2", "LSEEK", "COPY_FILE_RANGE", "SYNCFS", "TMPFILE", "STATX",
 ]
 FOPEN_CACHE_DIR = 1 << 3
+# --open-loop: per-file latency seen by the caller (every file under the cwd, listed once, then 3 passes each)
+OPEN_LOOP = r"""
+import os, statistics, sys, time
+files = sorted(os.path.join(d, n) for d, _, names in os.walk(".") for n in names)
+def read_one(p):
+    fd = os.open(p, os.O_RDONLY)
+    os.fstat(fd); os.read(fd, 65536); os.close(fd)
+tests = (("open+close", lambda p: os.close(os.open(p, os.O_RDONLY))), ("open+fstat+read+close", read_one),
+         ("stat", os.stat))
+for label, body in tests:
+    per = []
+    for _ in range(3):
+        t = time.perf_counter_ns()
+        for p in files:
+            body(p)
+        per.append((time.perf_counter_ns() - t) / len(files) / 1000)
+    print(f"    {label}: {statistics.median(per):.1f} µs per file "
+          f"(passes {min(per):.1f}-{max(per):.1f}), {len(files)} files")
+"""
 
 
 # ---------------------------------------------------------------- child ---------
@@ -86,6 +112,8 @@ def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | N
 
         DirectoryOps.opendir = opendir  # type: ignore[method-assign]
     if "readbuf" in experiments:
+        if hasattr(fuse_kernel.Session, "_read_into"):
+            raise SystemExit("experiment readbuf: the backend already reads into a reused buffer (ec812d3)")
         local = threading.local()
         retry = fuse_kernel._RETRY
 
@@ -179,17 +207,34 @@ def main() -> int:
     parser.add_argument("mnt")
     parser.add_argument("--cmd", default="find . -type f -exec cat {} +")
     parser.add_argument("--cwd", default=".", help="relative to the mount")
+    parser.add_argument("--open-loop", action="store_true",
+                        help="instead of --cmd: time open+close, open+fstat+read+close and stat of every file under "
+                             "--cwd from a Python loop (3 passes each)")
+    parser.add_argument("--native", action="store_true", help="with --open-loop: also run the loop on SRC/--cwd")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--readers", type=int, default=1)
     parser.add_argument("--experiment", help="comma list: readbuf, cachedir, noplus")
     parser.add_argument("--no-watch", action="store_true")
+    parser.add_argument("--code", default="HEAD",
+                        help="git revision whose sparsefs/readers/gate the daemon runs (snapshot; default HEAD), "
+                             "or 'worktree' for the live tree")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stats-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
     src, mnt = os.path.abspath(args.src), os.path.abspath(args.mnt)
     if args.serve:
         return serve(src, mnt, args.stats_file, args.readers, args.experiment, not args.no_watch)
+    if args.open_loop:
+        args.cmd = shlex.join([str(VENV_PY), "-c", OPEN_LOOP])
+    if args.open_loop and args.native:
+        print(f"native ({os.path.join(src, args.cwd)}):", flush=True)
+        subprocess.run(args.cmd, shell=True, cwd=os.path.join(src, args.cwd), check=False)
 
+    if args.code == "worktree":
+        code = code_version()
+    else:
+        BENCH_ROOT.mkdir(parents=True, exist_ok=True)
+        code = use_snapshot(args.code)  # sets PYTHONPATH for the child
     work = Path(f"/tmp/sparsefs-profile-{os.getpid()}")
     work.mkdir()
     stats_file = work / "counts.json"
@@ -212,7 +257,7 @@ def main() -> int:
         os.stat(mnt)
         cwd = os.path.join(mnt, args.cwd)
         print(f"{shlex.join(sys.argv)}\ncommand: {args.cmd} (in {cwd}); readers {args.readers}; "
-              f"experiment {args.experiment or 'none'}")
+              f"experiment {args.experiment or 'none'}; code {code}")
         tick = os.sysconf("SC_CLK_TCK")
         for rep in range(args.reps + 1):
             if rep == 0:
@@ -220,11 +265,14 @@ def main() -> int:
             collect(child.pid, stats_file)
             cpu0 = cpu_ticks(child.pid)
             start = time.perf_counter()
-            subprocess.run(args.cmd, shell=True, cwd=cwd, stdout=subprocess.DEVNULL, check=False)
+            ran = subprocess.run(args.cmd, shell=True, cwd=cwd, check=False,
+                                 stdout=subprocess.PIPE if args.open_loop else subprocess.DEVNULL, text=True)
             wall = time.perf_counter() - start
             time.sleep(0.05)  # let async RELEASE/FORGET land in this run's counts
             counts = collect(child.pid, stats_file)
             show("cold" if rep == 0 else f"warm {rep}", wall, (cpu_ticks(child.pid) - cpu0) / tick, counts)
+            if args.open_loop:
+                print(ran.stdout, end="", flush=True)
     finally:
         subprocess.run(["fusermount3", "-u", mnt], check=False, capture_output=True)
         try:
