@@ -9,6 +9,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -171,19 +172,29 @@ class FakeDevice:
             return {k.OUT_HEADER.unpack_from(m)[2]: -k.OUT_HEADER.unpack_from(m)[1] for m in self.sent}
 
 
-@pytest.fixture
-def session(tmp_path: Path) -> Iterator[tuple[Session, FakeDevice]]:
+@contextmanager
+def session_over(tmp_path: Path, files: dict[str, str], device: FakeDevice) -> Iterator[Session]:
+    """A session (never mounted) over a source holding ``files``, talking to ``device``."""
     src = tmp_path / "src"
     src.mkdir()
-    (src / "file.txt").write_text("hello\n")
+    for name, text in files.items():
+        (src / name).write_text(text)
     root = SourceRoot.open(str(src))
     stats = Stats(tmp_path / "state" / "log.jsonl", backend="kernel")
-    device = FakeDevice()
     session = Session(Core(root, stats), str(tmp_path / "mnt"), device=device)  # type: ignore[arg-type]
-    yield session, device
-    session.pool.shutdown(wait=True, cancel_futures=True)
-    stats.close()
-    root.close()
+    try:
+        yield session
+    finally:
+        session.pool.shutdown(wait=True, cancel_futures=True)
+        stats.close()
+        root.close()
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[tuple[Session, FakeDevice]]:
+    device = FakeDevice()
+    with session_over(tmp_path, {"file.txt": "hello\n"}, device) as sess:
+        yield sess, device
 
 
 def _raw(opcode: int, unique: int, nodeid: int = ROOT, body: bytes = b"") -> bytes:
@@ -321,39 +332,31 @@ class PipeDevice(FakeDevice):
 
 
 def test_the_standby_answers_while_the_reader_is_stuck_in_one_request(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "file.txt").write_text("hello\n")
-    root = SourceRoot.open(str(src))
-    stats = Stats(tmp_path / "state" / "log.jsonl", backend="kernel")
     device = PipeDevice()
-    session = Session(Core(root, stats), str(tmp_path / "mnt"), device=device)  # type: ignore[arg-type]
-    plain_lookup = session.handlers[k.LOOKUP]
+    with session_over(tmp_path, {"file.txt": "hello\n"}, device) as session:
+        plain_lookup = session.handlers[k.LOOKUP]
 
-    def lookup(request: k.Request) -> bytes | None:
-        if bytes(request.body).startswith(b"slow-disk"):
-            time.sleep(1.0)  # a cold stat on a slow disk, answered by the reader itself
-        return plain_lookup(request)
+        def lookup(request: k.Request) -> bytes | None:
+            if bytes(request.body).startswith(b"slow-disk"):
+                time.sleep(1.0)  # a cold stat on a slow disk, answered by the reader itself
+            return plain_lookup(request)
 
-    session.handlers[k.LOOKUP] = lookup
-    threads = session._start_threads()
-    try:
-        os.write(device.main_writer, _raw(k.LOOKUP, 1, body=b"slow-disk\0"))
-        time.sleep(0.1)
-        started = time.monotonic()
-        os.write(device.clone_writers[-1], _raw(k.LOOKUP, 2, body=b"file.txt\0"))
-        while 2 not in device.replies() and time.monotonic() - started < 5:
-            time.sleep(0.005)
-        assert device.replies() == {2: 0}, "the standby did not answer while the reader was stuck"
-        assert time.monotonic() - started < 0.5 and session.standby.rescued == 1
-    finally:
-        session.stopping.set()
-        session._notices.put(None)
-        for writer in (device.main_writer, *device.clone_writers):
-            os.close(writer)
-        for thread in threads:
-            thread.join(timeout=5)
-        session.pool.shutdown(wait=True)
-        stats.close()
-        root.close()
+        session.handlers[k.LOOKUP] = lookup
+        threads = session._start_threads()
+        try:
+            os.write(device.main_writer, _raw(k.LOOKUP, 1, body=b"slow-disk\0"))
+            time.sleep(0.1)
+            started = time.monotonic()
+            os.write(device.clone_writers[-1], _raw(k.LOOKUP, 2, body=b"file.txt\0"))
+            while 2 not in device.replies() and time.monotonic() - started < 5:
+                time.sleep(0.005)
+            assert device.replies() == {2: 0}, "the standby did not answer while the reader was stuck"
+            assert time.monotonic() - started < 0.5 and session.standby.rescued == 1
+        finally:
+            session.stopping.set()
+            session._notices.put(None)
+            for writer in (device.main_writer, *device.clone_writers):
+                os.close(writer)
+            for thread in threads:
+                thread.join(timeout=5)
     assert device.replies()[1] == errno.ENOENT
