@@ -55,12 +55,14 @@ def choose(requested: str) -> tuple[str, str]:
     return "kernel", "kernel passthrough available"
 
 
-def server(backend: str, readers: int = 1) -> Callable[[Core, str, bool], None]:
+def server(backend: str, readers: int = 1, spin_us: int | None = None) -> Callable[[Core, str, bool], None]:
     """The serve(core, mountpoint, allow_other) function of a backend, imported on demand."""
     if backend == "kernel":
+        from sparsefs.fuse_kernel import DEFAULT_SPIN_US
         from sparsefs.fuse_kernel import serve as serve_kernel
 
-        return functools.partial(serve_kernel, readers=readers)
+        return functools.partial(serve_kernel, readers=readers,
+                                 spin_us=DEFAULT_SPIN_US if spin_us is None else spin_us)
     from sparsefs.fuse_mfusepy import serve as serve_mfusepy
 
     return serve_mfusepy

@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "auto (default): kernel where it can run, else mfusepy")
     mount.add_argument("--readers", type=int, default=1, metavar="N",
                        help="kernel backend: threads reading requests (default 1; see docs/BENCHMARKS.md)")
+    mount.add_argument("--spin-us", type=int, default=None, metavar="US",
+                       help="kernel backend: keep polling /dev/fuse this many microseconds after a request before "
+                            "sleeping (default 200; 0 = never spin: less CPU, slower small-file work)")
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     umount = sub.add_parser("umount", help="unmount MNT and wait for its daemon to exit")
     umount.add_argument("mountpoint", metavar="MNT")
@@ -56,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
-    plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers))
+    plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
         configure_logging(args.verbose)
@@ -68,6 +71,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     log_path = plan.state_dir / "daemon.log"
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(plan.source), str(plan.mountpoint),
                "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
+    command += ["--spin-us", str(plan.spin_us)] if plan.spin_us is not None else []
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
                                       ("--verbose", args.verbose)) if on]
     with open(log_path, "ab") as log:

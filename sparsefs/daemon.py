@@ -35,6 +35,7 @@ class MountPlan:
     watch: bool = True
     backend: str = "auto"
     readers: int = 1  # kernel backend: threads reading /dev/fuse
+    spin_us: int | None = None  # kernel backend: poll /dev/fuse this long before sleeping (None: default)
 
     @property
     def in_place(self) -> bool:
@@ -89,7 +90,7 @@ def _recover_stale(mnt: Path) -> None:
 
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
-    serve = backends.server(plan.backend, plan.readers)
+    serve = backends.server(plan.backend, plan.readers, plan.spin_us)
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
     stats = Stats(plan.state_dir / "log.jsonl", backend=plan.backend)

@@ -18,10 +18,12 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import functools
 import logging
 import os
 import queue
 import resource
+import select
 import signal
 import threading
 import time
@@ -45,6 +47,9 @@ BUFFER_SIZE = MAX_WRITE + 8192  # the kernel wants room for one full WRITE plus 
 WANTED = (k.ASYNC_READ | k.BIG_WRITES | k.AUTO_INVAL_DATA | k.DO_READDIRPLUS | k.READDIRPLUS_AUTO
           | k.PARALLEL_DIROPS | k.MAX_PAGES | k.INIT_EXT)
 DEFAULT_READERS = 1
+# After each request the reader polls /dev/fuse this long before it sleeps: on this 2-vCPU VM a sleeping
+# reader's wake-up cost more than the request itself (small files warm 5.5x -> 3x native at 200 us, measured).
+DEFAULT_SPIN_US = 200
 SLOW_WORKERS = 4
 _MS_NOSUID, _MS_NODEV = 2, 4
 _MNT_DETACH = 2
@@ -115,10 +120,11 @@ class Session:
     """One mounted connection: reader threads, the slow-request pool, the notifier."""
 
     def __init__(self, core: Core, mountpoint: str, readers: int = DEFAULT_READERS, passthrough: bool = True,
-                 device: FuseDevice | None = None) -> None:
+                 device: FuseDevice | None = None, spin_us: int = DEFAULT_SPIN_US) -> None:
         self.core = core
         self.mountpoint = mountpoint
         self.readers = max(1, readers)
+        self.spin_ns = max(0, spin_us) * 1000
         self.want_passthrough = passthrough
         self.device = device or FuseDevice()
         self.ops = KernelOps(core, self.device)
@@ -194,6 +200,27 @@ class Session:
                 if err.errno not in _RETRY:
                     raise
 
+    def _spinning_reader(self, fd: int) -> Callable[[bytearray], int]:
+        """Read requests from a non-blocking ``fd``, retrying for ``spin_ns`` before sleeping in poll(2)."""
+        os.set_blocking(fd, False)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+
+        def read(buffer: bytearray) -> int:
+            deadline = time.perf_counter_ns() + self.spin_ns
+            while True:
+                try:
+                    return os.readv(fd, [buffer])
+                except BlockingIOError:
+                    if time.perf_counter_ns() > deadline:
+                        poller.poll()
+                        deadline = time.perf_counter_ns() + self.spin_ns
+                except OSError as err:
+                    if err.errno not in _RETRY:
+                        raise
+
+        return read
+
     def _read_request(self, fd: int) -> bytes:
         while True:
             try:
@@ -204,23 +231,25 @@ class Session:
 
     # ---- request loop ------------------------------------------------------
     def _reader(self, fd: int) -> None:
-        answer = self._one_request(fd, self.standby)
+        answer = self._one_request(fd, self.standby, spin=self.spin_ns > 0)
         while answer():
             pass
         self.stopping.set()
 
-    def _one_request(self, fd: int, stamp: Standby | None = None) -> Callable[[], bool]:
+    def _one_request(self, fd: int, stamp: Standby | None = None, spin: bool = False) -> Callable[[], bool]:
         """A function that reads and answers one request from ``fd``; False once the connection is gone.
 
-        With ``stamp``, the time spent answering (not waiting) is shown to the standby's watcher.
+        With ``stamp``, the time spent answering (not waiting) is shown to the standby's watcher;
+        with ``spin``, ``fd`` is polled for ``spin_ns`` before the thread sleeps.
         """
         # One buffer per thread, read into: allocating a 1 MiB bytes object per request cost ~15 µs.
         buffer = bytearray(BUFFER_SIZE)
         view = memoryview(buffer)
+        read = self._spinning_reader(fd) if spin else functools.partial(self._read_into, fd)
 
         def answer() -> bool:
             try:
-                size = self._read_into(fd, buffer)
+                size = read(buffer)
             except OSError as err:
                 if err.errno != errno.ENODEV and not self.stopping.is_set():  # ENODEV: unmounted, the normal end
                     log.error("reading /dev/fuse failed: %s", err)
@@ -375,6 +404,6 @@ def _wait(stopping: threading.Event) -> None:
 
 
 def serve(core: Core, mountpoint: str, allow_other: bool = False, readers: int = DEFAULT_READERS,
-          passthrough: bool = True) -> None:
+          passthrough: bool = True, spin_us: int = DEFAULT_SPIN_US) -> None:
     """Mount and serve until unmounted or signalled; always unmounts on the way out."""
-    Session(core, mountpoint, readers, passthrough).serve(allow_other)
+    Session(core, mountpoint, readers, passthrough, spin_us=spin_us).serve(allow_other)
