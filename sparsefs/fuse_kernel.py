@@ -257,14 +257,14 @@ class Session:
             if size == 0:
                 return False
             if stamp is not None:
-                stamp.busy_since = time.monotonic()
+                stamp.started()
             try:
                 self._dispatch(fd, k.Request.parse(bytes(view[:size])))  # a copy: pool requests outlive the buffer
             except Exception:  # a malformed request must not end the loop
                 log.exception("could not dispatch a %d-byte request", size)
             finally:
                 if stamp is not None:
-                    stamp.busy_since = None
+                    stamp.finished()
             return True
 
         return answer

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 STUCK_AFTER_S = 0.02
 WATCH_EVERY_S = 0.01
+DOZE_AFTER_S = 1.0  # no request for this long: the watcher sleeps until the next one (an idle mount costs no CPU)
 
 
 class Standby:
@@ -25,8 +26,20 @@ class Standby:
     def __init__(self, stopping: threading.Event) -> None:
         self.stopping = stopping
         self.busy_since: float | None = None  # set by the reader around each request it answers itself
+        self.last_busy = time.monotonic()
+        self.dozing = False
+        self._woken = threading.Event()
         self._needed = threading.Event()
         self.rescued = 0  # requests the standby answered (for tests and stats)
+
+    def started(self) -> None:
+        """The reader begins answering a request."""
+        self.busy_since = self.last_busy = time.monotonic()
+        if self.dozing:
+            self._woken.set()
+
+    def finished(self) -> None:
+        self.busy_since = None
 
     def stuck(self) -> bool:
         since = self.busy_since
@@ -37,6 +50,16 @@ class Standby:
         while not self.stopping.wait(WATCH_EVERY_S):
             if self.stuck():
                 self._needed.set()
+            elif self.busy_since is None and time.monotonic() - self.last_busy > DOZE_AFTER_S:
+                self._doze()
+
+    def _doze(self) -> None:
+        """Sleep until the reader starts a request (at most a second, should its wake-up be missed)."""
+        self._woken.clear()
+        self.dozing = True
+        if self.busy_since is None:
+            self._woken.wait(DOZE_AFTER_S)
+        self.dozing = False
 
     def serve(self, answer_one: Callable[[], bool]) -> None:
         """While needed, answer requests with ``answer_one`` (False: the connection is gone)."""

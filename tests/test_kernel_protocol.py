@@ -17,6 +17,7 @@ import pytest
 from sparsefs import kproto as k
 from sparsefs.core import Core
 from sparsefs.fuse_kernel import Session
+from sparsefs.kernel_standby import Standby
 from sparsefs.nodes import ROOT, NodeTable
 from sparsefs.rootfs import SourceRoot
 from sparsefs.stats import Stats
@@ -360,3 +361,22 @@ def test_the_standby_answers_while_the_reader_is_stuck_in_one_request(tmp_path: 
             for thread in threads:
                 thread.join(timeout=5)
     assert device.replies()[1] == errno.ENOENT
+
+
+def test_the_standby_watcher_dozes_on_an_idle_mount_and_wakes_with_the_next_request() -> None:
+    stopping = threading.Event()
+    standby = Standby(stopping)
+    standby.last_busy -= 10  # idle for a while
+    watcher = threading.Thread(target=standby.watch, daemon=True)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 2
+        while not standby.dozing and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert standby.dozing
+        standby.started()  # a request that then hangs
+        time.sleep(0.1)
+        assert not standby.dozing and standby._needed.is_set()
+    finally:
+        stopping.set()
+        watcher.join(timeout=5)
