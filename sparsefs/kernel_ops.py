@@ -245,7 +245,7 @@ class KernelOps:
         nodeid = 0
         try:
             self._give_to_caller(path)
-            entry = self._entry(request.nodeid, path.rpartition("/")[2], stat_dict(os.fstat(result.fh)))
+            entry = self.real_entry(request.nodeid, path.rpartition("/")[2], os.fstat(result.fh))
             nodeid = k.ENTRY_HEAD.unpack_from(entry)[0]
             return entry + self.files.open_created(self.nodes.get(nodeid), result, flags)
         except BaseException:
@@ -298,10 +298,6 @@ class KernelOps:
 
     def open_handles(self) -> int:
         return self.files.open_handles()
-
-
-def _rel(path: str) -> str:
-    return path.lstrip("/")
 
 
 def _time(valid: int, given: int, now: int, seconds: int, nsec: int) -> int:
