@@ -80,11 +80,8 @@ for label, body in tests:
 def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | None, watch: bool) -> int:
     from sparsefs import fuse_kernel
     from sparsefs import kproto as k
-    from sparsefs.core import Core
-    from sparsefs.daemon import MountPlan, _start_watcher
+    from sparsefs.daemon import MountPlan, run
     from sparsefs.kernel_dirs import DirectoryOps
-    from sparsefs.rootfs import SourceRoot
-    from sparsefs.stats import Stats
 
     names = {getattr(k, n): n for n in OPNAMES if hasattr(k, n)}
     lock = threading.Lock()
@@ -150,18 +147,7 @@ def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | N
     state = Path(stats_file).parent / "state"
     state.mkdir(exist_ok=True)
     plan = MountPlan(Path(src), Path(mnt), state, watch=watch, backend="kernel", readers=readers)
-    root = SourceRoot.open(src)
-    stats = Stats(state / "log.jsonl", backend="kernel")
-    core = Core(root, stats)
-    watcher = _start_watcher(plan, core) if watch else None
-    try:
-        fuse_kernel.serve(core, mnt, False, readers)
-    finally:
-        if watcher is not None:
-            watcher.stop()
-        stats.close()
-        root.close()
-    return 0
+    return run(plan)  # the daemon's own run(): the patches above live on the classes it uses
 
 
 # ---------------------------------------------------------------- parent --------
