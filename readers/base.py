@@ -10,7 +10,9 @@ Exception tree::
     ReaderError            the artifact or the request cannot be served;
     ├── UnsupportedArtifact    no text layer / binary / wrong family
     ├── ArtifactTooLarge       over the Reader's size bound
-    └── BadAnchor              a focus anchor that does not resolve
+    ├── BadAnchor              a focus anchor that does not resolve
+    ├── UnsupportedOperation   an exact operation this Reader does not offer
+    └── BadOperation           (readers.ops) a malformed operation, unknown column or key
 
 Each carries a ``hint`` (what the agent should ask instead) that ends up in
 the error pack.
@@ -21,7 +23,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from readers.ops import Operation
 
 
 class ReaderError(Exception):
@@ -43,6 +48,10 @@ class ArtifactTooLarge(ReaderError):
 
 class BadAnchor(ReaderError):
     """A focus anchor that is malformed or points past the end."""
+
+
+class UnsupportedOperation(ReaderError):
+    """The Reader has no such exact operation (e.g. @sum on a PDF)."""
 
 
 class ArtifactSource(Protocol):
@@ -83,6 +92,9 @@ class Anchor:
 
     ``char_start``/``char_end`` are offsets into the Reader's full view, so the
     protocol can tell whether a span was already exposed.
+    An exact result (a sum, a key-path value) is not a slice of the full view:
+    its span is empty (``char_start == char_end``) and ``label`` carries the
+    provenance (``sheet:Sales!C2:C4001``, ``$.items[*].id``, ``L120-180``).
     """
 
     label: str
@@ -146,14 +158,38 @@ class Parsed:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class CostProfile:
+    """What serving this family costs, for the selector (issue 6) and the docs.
+
+    ``parse_ms_per_mb``: measured cold parse time per MiB of source on the
+    reference 2-core machine; ``per_call_chars``: fixed overhead a pack adds
+    (anchors, headers); ``full_view_ratio``: full-view characters per source
+    byte (a PDF's text is much smaller than its bytes).
+    """
+
+    parse_ms_per_mb: float = 50.0
+    per_call_chars: int = 120
+    full_view_ratio: float = 1.0
+
+
 class Reader(ABC):
-    """One artifact family. Subclasses declare what they handle and cost."""
+    """One artifact family. Subclasses declare what they handle and cost.
+
+    ``actions`` are the protocol actions it serves (intent, scout, focus, ...);
+    ``operations`` are the exact operations of :mod:`readers.ops` it answers in
+    :meth:`operate`; ``magic`` are byte prefixes that identify the family
+    whatever the file is called.
+    """
 
     name: str = "reader"
     extensions: frozenset[str] = frozenset()
+    magic: tuple[bytes, ...] = ()
     actions: frozenset[str] = frozenset()
+    operations: frozenset[str] = frozenset()
     max_bytes: int = 64 * 1024 * 1024
     cost_per_call_chars: int = 0
+    cost: CostProfile = CostProfile()
 
     @abstractmethod
     def accepts(self, name: str, head: bytes) -> bool:
@@ -185,3 +221,17 @@ class Reader(ABC):
     @abstractmethod
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         """The anchored region, whole; raise BadAnchor when it does not resolve."""
+
+    def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
+        """An exact operation over ALL records; items hold results with provenance anchors.
+
+        The batch's scope counts the records processed (``unit`` = rows, items,
+        lines) with ``method="exact"`` and its note names the provenance (file
+        part, columns, filter). Results longer than ``max_chars`` are cut at
+        whole result lines and flagged ``results-truncated`` with the total.
+        """
+        offered = ", ".join(sorted(self.operations)) or "none"
+        raise UnsupportedOperation(
+            f"the {self.name} Reader has no @{operation.name} (exact operations here: {offered})",
+            hint="ask with @intent=<what you need>, or @scout to see what this file holds",
+        )

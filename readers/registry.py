@@ -1,12 +1,20 @@
 """Reader registry: Readers register lazily by import path, selected per artifact.
 
-A Reader module is imported only when an artifact first needs it, and an
+A registration names its extensions and magic bytes, so choosing a Reader
+imports only the module that claims the artifact (pymupdf is never imported
+for a CSV). A module is imported when an artifact first needs it, and an
 ImportError names the extra to install instead of a bare traceback.
+
+Selection order: registrations whose magic bytes match the head, then those
+that claim the extension, then the sniffers (Readers that recognise content
+whatever the name, e.g. logs), then the fallback (text). Each candidate's
+``accepts`` has the last word.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from dataclasses import dataclass
 
@@ -15,24 +23,36 @@ from readers.base import Reader, UnsupportedArtifact
 
 @dataclass(frozen=True)
 class Registration:
-    """Where a Reader lives and what it needs installed."""
+    """Where a Reader lives, what it claims, and what it needs installed."""
 
     name: str
     target: str
+    extensions: frozenset[str] = frozenset()
+    magic: tuple[bytes, ...] = ()
+    sniffer: bool = False
+    fallback: bool = False
     extra: str = ""
+
+    def claims(self, extension: str, head: bytes) -> bool:
+        return extension in self.extensions
 
 
 _REGISTRATIONS: list[Registration] = [
-    Registration("text", "readers.text:TextReader"),
+    Registration("text", "readers.text:TextReader", fallback=True),
 ]
 _loaded: dict[str, Reader] = {}
 _lock = threading.Lock()
 
 
 def register(registration: Registration) -> None:
-    """Add a Reader; later registrations are tried first."""
+    """Add a Reader; later registrations are tried first within their group."""
     with _lock:
         _REGISTRATIONS.insert(0, registration)
+
+
+def registrations() -> list[Registration]:
+    with _lock:
+        return list(_REGISTRATIONS)
 
 
 def load(registration: Registration) -> Reader:
@@ -41,6 +61,14 @@ def load(registration: Registration) -> Reader:
         if registration.name not in _loaded:
             _loaded[registration.name] = _instantiate(registration)
         return _loaded[registration.name]
+
+
+def by_name(name: str) -> Reader:
+    """The registered Reader called ``name`` (KeyError when none is)."""
+    for registration in registrations():
+        if registration.name == name:
+            return load(registration)
+    raise KeyError(name)
 
 
 def _instantiate(registration: Registration) -> Reader:
@@ -56,9 +84,25 @@ def _instantiate(registration: Registration) -> Reader:
     return reader
 
 
+def extension_of(name: str) -> str:
+    base = os.path.basename(name)
+    dot = base.rfind(".")
+    return base[dot:].lower() if dot > 0 else ""
+
+
+def candidates(name: str, head: bytes) -> list[Registration]:
+    """Registrations to try for this artifact, most specific first."""
+    regs, ext = registrations(), extension_of(name)
+    by_magic = [r for r in regs if any(head.startswith(m) for m in r.magic)]
+    by_ext = [r for r in regs if r.claims(ext, head) and r not in by_magic]
+    sniffers = [r for r in regs if r.sniffer and r not in by_magic and r not in by_ext]
+    fallbacks = [r for r in regs if r.fallback and r not in by_magic + by_ext + sniffers]
+    return by_magic + by_ext + sniffers + fallbacks
+
+
 def select(name: str, head: bytes) -> Reader:
-    """The first registered Reader that accepts this artifact."""
-    for registration in list(_REGISTRATIONS):
+    """The first candidate Reader that accepts this artifact."""
+    for registration in candidates(name, head):
         reader = load(registration)
         if reader.accepts(name, head):
             return reader

@@ -83,7 +83,7 @@ class TextReader(Reader):
 
     name = "text"
     extensions = frozenset({".txt", ".md", ".markdown", ".rst", ".log", ""} | _CODE | _CONFIG | _DATA)
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full"})
+    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     max_bytes = 32 * 1024 * 1024
 
     # -- detection and parsing -------------------------------------------------

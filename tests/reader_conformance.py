@@ -1,0 +1,225 @@
+"""A conformance suite every Reader opts into (like fsspec's abstract tests).
+
+Subclass :class:`ReaderConformance` in ``tests/test_<family>_reader.py``, set
+``reader`` and implement ``samples``, ``malformed`` and ``check_faithful``;
+pytest collects the inherited tests. What it checks, for every Reader:
+
+- it declares what it handles (extensions or magic, actions, operations);
+- it accepts its own samples, and parsing is deterministic;
+- the full view is faithful to the source (the Reader-specific check);
+- the Object Preview respects its character bound;
+- located passages are exact slices of the full view, stay within the
+  character budget, never overlap an excluded (already exposed) span, and
+  give one coverage entry per slot;
+- every anchor it hands out resolves back through ``focus`` to a region that
+  contains the passage;
+- malformed input and random garbage raise ReaderError (never anything else)
+  within the time bound, and an operation it does not offer is refused.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from readers import ops
+from readers.base import Batch, BadAnchor, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
+
+PROTOCOL_ACTIONS = frozenset({"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"})
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One good artifact and an intent whose evidence it holds."""
+
+    name: str
+    data: bytes
+    intent: str
+    slots: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemorySource:
+    """An ArtifactSource over bytes in memory."""
+
+    name: str
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def read_bytes(self, limit: int) -> bytes:
+        from readers.base import ArtifactTooLarge
+
+        if len(self.data) > limit:
+            raise ArtifactTooLarge(f"{len(self.data)} bytes over {limit}")
+        return self.data
+
+
+class ReaderConformance:
+    """Inherited tests; subclasses fill in the four members below."""
+
+    reader: Reader
+    time_bound_s: float = 10.0
+    budgets: tuple[int, ...] = (300, 1500)
+
+    def samples(self) -> list[Sample]:
+        raise NotImplementedError
+
+    def malformed(self) -> list[tuple[str, bytes]]:
+        """(name, bytes) pairs this Reader is chosen for but cannot parse."""
+        raise NotImplementedError
+
+    def check_faithful(self, sample: Sample, parsed: Parsed) -> None:
+        """Assert the full view says what the source says (an independent reading)."""
+        raise NotImplementedError
+
+    # -- helpers -----------------------------------------------------------------
+
+    def parse(self, sample: Sample) -> Parsed:
+        return self.reader.parse(MemorySource(sample.name, sample.data))
+
+    def parsed_samples(self) -> Iterator[tuple[Sample, Parsed]]:
+        for sample in self.samples():
+            yield sample, self.parse(sample)
+
+    def locate(self, sample: Sample, parsed: Parsed, max_chars: int, exclude: tuple[tuple[int, int], ...] = ()) -> Batch:
+        intent = ReadIntent(sample.intent, sample.slots or (sample.intent,))
+        return self.reader.locate(parsed, intent, max_chars, exclude)
+
+    # -- declarations ----------------------------------------------------------------
+
+    def test_declares_what_it_handles(self) -> None:
+        reader = self.reader
+        assert reader.name and reader.name != "reader"
+        assert reader.extensions or reader.magic
+        assert {"intent", "scout", "focus", "full", "raw"} <= reader.actions <= PROTOCOL_ACTIONS
+        assert reader.operations <= ops.OPERATIONS
+        assert reader.cost.parse_ms_per_mb > 0
+
+    def test_accepts_its_samples(self) -> None:
+        for sample in self.samples():
+            assert self.reader.accepts(sample.name, sample.data[:8192]), sample.name
+
+    # -- parse and full view -------------------------------------------------------------
+
+    def test_parse_is_deterministic(self) -> None:
+        for sample, parsed in self.parsed_samples():
+            again = self.parse(sample)
+            assert again.full_view == parsed.full_view, sample.name
+            assert again.kind == parsed.kind
+
+    def test_full_view_is_faithful(self) -> None:
+        for sample, parsed in self.parsed_samples():
+            assert parsed.full_view, sample.name
+            self.check_faithful(sample, parsed)
+
+    def test_preview_is_bounded(self) -> None:
+        for _, parsed in self.parsed_samples():
+            assert self.reader.preview(parsed, 0) == ""
+            for limit in (120, 600, 2000):
+                text = self.reader.preview(parsed, limit)
+                assert 0 < len(text) <= limit
+
+    # -- locate ---------------------------------------------------------------------
+
+    def test_passages_are_slices_of_the_full_view(self) -> None:
+        for sample, parsed in self.parsed_samples():
+            batch = self.locate(sample, parsed, 1500)
+            assert batch.items, f"no evidence for {sample.intent!r} in {sample.name}"
+            for item in batch.items:
+                a = item.anchor
+                assert 0 <= a.char_start < a.char_end <= len(parsed.full_view)
+                assert parsed.full_view[a.char_start : a.char_end] == item.text
+
+    def test_passages_stay_within_budget(self) -> None:
+        for sample, parsed in self.parsed_samples():
+            for budget in self.budgets:
+                items = self.locate(sample, parsed, budget).items
+                total = sum(len(item.text) for item in items)
+                longest = max((len(item.text) for item in items), default=0)
+                assert total <= max(budget, longest), (sample.name, budget, total)
+
+    def test_one_coverage_entry_per_slot(self) -> None:
+        for sample, parsed in self.parsed_samples():
+            slots = sample.slots or (sample.intent,)
+            coverage = self.locate(sample, parsed, 1500).coverage
+            assert [c.slot for c in coverage] == list(slots)
+            for c in coverage:
+                assert c.status in ("matched", "unresolved")
+                assert (c.status == "matched") == bool(c.anchors)
+
+    def test_excluded_spans_are_never_returned(self) -> None:
+        for sample, parsed in self.parsed_samples():
+            first = self.locate(sample, parsed, 1500)
+            spans = tuple((i.anchor.char_start, i.anchor.char_end) for i in first.items)
+            for item in self.locate(sample, parsed, 1500, exclude=spans).items:
+                s, e = item.anchor.char_start, item.anchor.char_end
+                assert all(e <= xs or s >= xe for xs, xe in spans), (sample.name, (s, e), spans)
+
+    def test_anchors_resolve_back_through_focus(self) -> None:
+        for sample, parsed in self.parsed_samples():
+            for item in self.locate(sample, parsed, 1500).items:
+                region = self.reader.focus(parsed, item.anchor.label)
+                starts = [i.anchor.char_start for i in region.items]
+                ends = [i.anchor.char_end for i in region.items]
+                assert region.items, item.anchor.label
+                assert min(starts) <= item.anchor.char_start and item.anchor.char_end <= max(ends), item.anchor.label
+
+    def test_bad_anchor_is_refused(self) -> None:
+        for _, parsed in self.parsed_samples():
+            with pytest.raises(BadAnchor):
+                self.reader.focus(parsed, "no-such-anchor-zq9")
+
+    # -- failure -----------------------------------------------------------------------
+
+    def test_malformed_input_is_a_reader_error_in_time(self) -> None:
+        cases = self.malformed()
+        assert cases, "a Reader must be tested on malformed input"
+        for name, data in cases:
+            started = time.monotonic()
+            with pytest.raises(ReaderError) as info:
+                self.reader.parse(MemorySource(name, data))
+            assert info.value.message and info.value.hint, name
+            assert time.monotonic() - started < self.time_bound_s, name
+
+    def test_garbage_never_escapes_as_another_exception(self) -> None:
+        rng = random.Random(4)
+        inputs = [bytes(rng.randrange(256) for _ in range(n)) for n in (0, 1, 7, 300, 5000)]
+        for sample in self.samples():
+            cut = len(sample.data)
+            inputs += [sample.data[: cut // 2], sample.data[: cut // 7], _flip(sample.data, rng)]
+        name = self.samples()[0].name
+        for data in inputs:
+            started = time.monotonic()
+            try:
+                parsed = self.reader.parse(MemorySource(name, data))
+            except ReaderError:
+                continue
+            finally:
+                assert time.monotonic() - started < self.time_bound_s
+            self.reader.preview(parsed, 500)
+
+    def test_operations_it_does_not_offer_are_refused(self) -> None:
+        missing = sorted(ops.OPERATIONS - self.reader.operations)
+        if not missing:
+            pytest.skip("offers every operation")
+        _, parsed = next(self.parsed_samples())
+        with pytest.raises(UnsupportedOperation):
+            self.reader.operate(parsed, ops.Operation(missing[0], "x"), 1500)
+
+
+def _flip(data: bytes, rng: random.Random) -> bytes:
+    """The data with a few bytes in its middle third overwritten."""
+    if len(data) < 30:
+        return data[::-1]
+    out = bytearray(data)
+    third = len(data) // 3
+    for _ in range(8):
+        out[rng.randrange(third, 2 * third)] = rng.randrange(256)
+    return bytes(out)
