@@ -18,11 +18,14 @@ import xxhash
 
 from readers import registry
 from readers.base import ArtifactTooLarge, Parsed, Reader, UnsupportedArtifact
+from readers.folder import FolderReader
+from sparsefs.collection import DirectoryCollection, walk
 from sparsefs.rootfs import SourceRoot
 
 StatKey = tuple[int, int, int, int]
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 8192
+_FOLDER = FolderReader()
 
 
 def stat_key(st: os.stat_result) -> StatKey:
@@ -85,6 +88,8 @@ class ArtifactCache:
         fd = open_confined(self.root, rel)
         try:
             st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                return self._load_folder(rel, st)
             _check_regular(st)
             key, fresh = stat_key(st), self._take_dirty(rel)
             warm = None if fresh else self._warm(rel, key)
@@ -101,6 +106,8 @@ class ArtifactCache:
         fd = open_confined(self.root, rel)
         try:
             st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                return walk(self.root, rel).fingerprint()
             _check_regular(st)
             key = stat_key(st)
             if not self._take_dirty(rel):
@@ -112,6 +119,26 @@ class ArtifactCache:
         finally:
             os.close(fd)
         return self._fingerprint(key, data, fresh=True)
+
+    def _load_folder(self, rel: str, st: os.stat_result) -> Artifact:
+        """A directory as a collection; cached only when every member was indexed."""
+        listing = walk(self.root, rel)
+        fingerprint = listing.fingerprint()
+        cache_key = (fingerprint, _FOLDER.name)
+        with self._lock:
+            parsed = self._parsed.get(cache_key)
+        if parsed is None:
+            parsed = _FOLDER.parse_collection(DirectoryCollection(rel, listing, self._member))
+            if parsed.data.get("complete"):
+                self._remember(cache_key, parsed)
+        return Artifact(rel, fingerprint, stat_key(st), _FOLDER, parsed)
+
+    def _member(self, rel: str) -> tuple[Reader, Parsed]:
+        try:
+            artifact = self.load(rel)
+        except OSError as err:
+            raise UnsupportedArtifact(f"cannot read: {err.strerror or err}", hint="check its permissions") from None
+        return artifact.reader, artifact.parsed
 
     def _warm(self, rel: str, key: StatKey) -> Artifact | None:
         with self._lock:
@@ -193,11 +220,6 @@ def open_confined(root: SourceRoot, rel: str) -> int:
 
 
 def _check_regular(st: os.stat_result) -> None:
-    if stat.S_ISDIR(st.st_mode):
-        raise UnsupportedArtifact(
-            "this is a directory; folder Readers are not available yet",
-            hint="list it with ls, then ask about one file",
-        )
     if not stat.S_ISREG(st.st_mode):
         raise UnsupportedArtifact("not a regular file", hint="read it with ordinary tools")
     if st.st_size > MAX_ARTIFACT_BYTES:

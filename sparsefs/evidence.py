@@ -19,6 +19,7 @@ from typing import Any
 import xxhash
 
 from readers.base import ReaderError
+from readers.ops import OPERATIONS
 from sparsefs.grammar import CORE_ACTIONS, GrammarError, VirtualRequest, split_name
 from sparsefs.pack import display_name, render
 from sparsefs.protocol import Protocol, Served, error_pack
@@ -51,7 +52,9 @@ class EvidenceFiles:
         parent, _, name = rel.rpartition("/")
         _check_name(name)
         try:
-            split = split_name(name, lambda base: _is_base(base) and self.root.exists(_join(parent, base)))
+            split = split_name(
+                name, lambda base: _is_base(base) and self.root.exists(_join(parent, base)), OPERATIONS
+            )
         except GrammarError as err:
             return self._grammar_error(rel, name, err)
         if split is None:
@@ -90,10 +93,11 @@ class EvidenceFiles:
         that changed nothing (our own write echoed by the watcher) rebuilds nothing.
         """
         self.artifacts.mark_dirty(rel)
-        if rel in self._sizes_handed_out:
-            self._sizes_handed_out.discard(rel)
-            for vpath in self.memo.paths_for(rel):
-                self.invalidate_kernel("/" + vpath)
+        for base in (rel, *_folders_above(rel)):  # a folder's packs depend on every file under it
+            if base in self._sizes_handed_out:
+                self._sizes_handed_out.discard(base)
+                for vpath in self.memo.paths_for(base):
+                    self.invalidate_kernel("/" + vpath)
 
     def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
         self._sizes_handed_out.add(base_rel)  # before building: a change meanwhile must invalidate
@@ -174,6 +178,12 @@ def _looks_like_a_request(name: str, word: str) -> bool:
     if not word or f"@{word}=" in name or f"@{word}&" in name:
         return True
     return bool(get_close_matches(word.lower(), CORE_ACTIONS, n=1, cutoff=0.6))
+
+
+def _folders_above(rel: str) -> list[str]:
+    """``a/b/c.txt`` -> ['a/b', 'a', ''] (the root folder is '')."""
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[:n]) for n in range(len(parts), -1, -1)]
 
 
 def _join(parent: str, name: str) -> str:

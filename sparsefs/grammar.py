@@ -6,7 +6,8 @@ A virtual name is one path component::
     suffix   = head *( "&" segment )
     head     = action [ "=" argument ]   ; split on the first "=" only
     segment  = option / text
-    option   = key "=" value            ; key in OPTION_KEYS: k, format, scope, budget
+    option   = key "=" value            ; key in OPTION_KEYS: k, format, scope, budget,
+                                        ; and for exact operations where, by, cols, rows, sheet, since, until
     text     = any other segment        ; belongs to the argument, re-joined with "&"
     action   = "intent" / "scout" / "focus" / "collect" / "refine" / "verify"
              / "full" / "raw" / <an extra action named by the caller>
@@ -30,7 +31,9 @@ Rules, in the order they are applied:
    every "%" needs two hex digits and the bytes must be UTF-8. Then they are
    stripped; a blank argument counts as absent.
 5. Options: k is an integer 1..50, budget an integer 1..10,000,000, format is
-   "text" (default) or "json", scope is non-empty.
+   "text" (default) or "json", scope is non-empty. The operation options
+   (where, by, cols, rows, sheet, since, until) are kept as decoded text; the
+   Reader that runs the operation checks them (``readers.ops``).
 6. For intent/collect/refine/verify the argument is split into slots
    (``split_slots``): ";" separates slots, and numbered questions ("1) a 2) b",
    "1. a 2. b", "(1) a (2) b", "Q1: a Q2: b") split when their numbers run
@@ -57,6 +60,7 @@ __all__ = [
     "ACTIONS_WITHOUT_ARGUMENT",
     "ACTIONS_WITH_ARGUMENT",
     "CORE_ACTIONS",
+    "OPERATION_OPTION_KEYS",
     "OPTION_KEYS",
     "GrammarError",
     "VirtualRequest",
@@ -68,7 +72,8 @@ __all__ = [
 CORE_ACTIONS: frozenset[str] = frozenset({"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"})
 ACTIONS_WITH_ARGUMENT: frozenset[str] = frozenset({"focus", "collect", "refine", "verify"})
 ACTIONS_WITHOUT_ARGUMENT: frozenset[str] = frozenset({"scout", "full", "raw"})
-OPTION_KEYS: frozenset[str] = frozenset({"k", "format", "scope", "budget"})
+OPERATION_OPTION_KEYS: frozenset[str] = frozenset({"where", "by", "cols", "rows", "sheet", "since", "until"})
+OPTION_KEYS: frozenset[str] = frozenset({"k", "format", "scope", "budget"}) | OPERATION_OPTION_KEYS
 
 _SLOT_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})
 _FORMATS = ("text", "json")

@@ -8,7 +8,7 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, Field
 
-Decision = Literal["sparse", "native-fit", "fallback", "full", "preview", "error", "reuse-full-view"]
+Decision = Literal["sparse", "exact", "native-fit", "fallback", "full", "preview", "error", "reuse-full-view"]
 
 
 class EvidenceOut(BaseModel):
@@ -106,7 +106,8 @@ def render_text(pack: EvidencePack) -> str:
     if pack.preview:
         parts.append(f"## Object preview\n{pack.preview.rstrip()}\n\n")
     if pack.evidence:
-        parts.append("## Evidence\n" + render_evidence(pack.evidence))
+        title = "Exact result (computed over all records)" if pack.decision == "exact" else "Evidence"
+        parts.append(f"## {title}\n" + render_evidence(pack.evidence))
     if pack.full_view is not None:
         parts.append(f"## Full view ({len(pack.full_view):,} chars)\n{pack.full_view}\n\n")
     if pack.coverage:

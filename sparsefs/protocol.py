@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
 from readers.base import Batch, EvidenceItem, ReaderError, ReadIntent, SlotCoverage
+from readers.ops import OPERATIONS, build_operation
 from sparsefs.artifacts import Artifact, ArtifactCache
 from sparsefs.episodes import Episode, EpisodeStore
 from sparsefs.grammar import VirtualRequest
@@ -64,6 +65,11 @@ class Protocol:
 
     def _serve_locked(self, artifact: Artifact, request: VirtualRequest) -> Served:
         changed = self._changed_flag(artifact)
+        refused = _refusal(artifact, request)
+        if refused is not None:
+            return refused
+        if request.action in OPERATIONS:
+            return self._exact(artifact, request, changed)
         if request.action == "scout" and not self._fits_natively(artifact):
             return self._preview(artifact, request, changed)
         if request.action in SPARSE_ACTIONS and request.argument is None:
@@ -103,7 +109,7 @@ class Protocol:
             return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
         if "no-content-words" in batch.flags and request.action != "focus":
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
-        if request.action != "focus":
+        if request.action != "focus" and request.action not in OPERATIONS:
             batch = fit_to_budget(batch, _pack_chars(request))
         items = [_evidence_out(item) for item in batch.items]
         payload = render_evidence(items)
@@ -112,18 +118,31 @@ class Protocol:
             return self._fallback(artifact, request, episode, admission, [*flags, "batch-over-budget"])
         episode.budget = admission.budget
         _record(episode, batch)
-        pack = self._pack(artifact, request, episode, "sparse", flags + list(batch.flags))
+        decision = "exact" if request.action in OPERATIONS else "sparse"
+        pack = self._pack(artifact, request, episode, decision, flags + list(batch.flags))
         pack.evidence, pack.scope = items, _scope_out(batch)
         pack.coverage = [_coverage_out(c) for c in batch.coverage]
         pack.exposure = _exposure(len(payload), episode, len(artifact.parsed.full_view))
         pack.next_steps = next_steps(artifact, request, pack)
         return Served(pack, len(payload), len(artifact.parsed.full_view))
 
+    def _exact(self, artifact: Artifact, request: VirtualRequest, flags: list[str]) -> Served:
+        """An exact operation: the result is admitted like any batch; no native fit, no fallback
+        to the full view unless the result itself would not fit the budget."""
+        episode = self.episodes.ensure(
+            artifact.rel, artifact.fingerprint, request.action, _objective(request), len(artifact.parsed.full_view),
+        )
+        episode.reads += 1
+        return self._sparse(artifact, request, episode, flags)
+
     def _prepare(self, artifact: Artifact, request: VirtualRequest, episode: Episode) -> Batch:
         reader, parsed = artifact.reader, artifact.parsed
         argument = request.argument or ""
         if request.action == "focus":
             return reader.focus(parsed, argument)
+        if request.action in OPERATIONS:
+            operation = build_operation(request.action, request.argument, request.options, request.k)
+            return reader.operate(parsed, operation, _pack_chars(request))
         intent = ReadIntent(argument, request.slots or (argument,), request.scope)
         exclude = episode.spans if request.action == "refine" else ()
         return reader.locate(parsed, intent, _pack_chars(request), exclude, request.k)
@@ -219,8 +238,28 @@ def _pack_chars(request: VirtualRequest) -> int:
     return min(DEFAULT_PACK_CHARS * max(1, len(request.slots)), MAX_PACK_CHARS)
 
 
+def _refusal(artifact: Artifact, request: VirtualRequest) -> Served | None:
+    """An error pack when this artifact's Reader does not serve the action."""
+    reader = artifact.reader
+    if request.action in OPERATIONS or request.action in reader.actions:
+        return None
+    offered = ", ".join(f"@{a}" for a in sorted(reader.actions))
+    return error_pack(
+        artifact.rel, request, f"the {reader.name} Reader has no @{request.action}",
+        f"this file supports {offered}", artifact,
+    )
+
+
+def _objective(request: VirtualRequest) -> str:
+    """An exact operation's objective: the operation with its argument and options."""
+    options = "&".join(f"{key}={value}" for key, value in sorted(request.options.items()))
+    return f"{request.action}={request.argument or ''}&{options}"
+
+
 def _record(episode: Episode, batch: Batch) -> None:
     for item in batch.items:
+        if item.anchor.char_end <= item.anchor.char_start:
+            continue  # an exact result is not a span of the full view
         episode.spans.append((item.anchor.char_start, item.anchor.char_end))
         episode.anchors.append(item.anchor.label)
 
@@ -236,8 +275,9 @@ def _exposure(pack_chars: int, episode: Episode | None, length: int) -> Exposure
 def _evidence_out(item: EvidenceItem) -> EvidenceOut:
     a = item.anchor
     lines = (a.line_start, a.line_end) if a.line_start is not None and a.line_end is not None else None
+    span = (a.char_start, a.char_end) if a.char_end > a.char_start else None
     return EvidenceOut(
-        anchor=a.label, span=(a.char_start, a.char_end), lines=lines, heading=a.heading,
+        anchor=a.label, span=span, lines=lines, heading=a.heading,
         slots=list(item.slots), text=item.text,
     )
 

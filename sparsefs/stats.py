@@ -29,6 +29,7 @@ class Stats:
             "error_packs": 0,
             "fallbacks": 0,
             "previews": 0,
+            "exact_results": 0,
             "chars_exposed": 0,
             "full_view_chars_of_packs": 0,
         }
@@ -51,6 +52,7 @@ class Stats:
             self.counters["error_packs"] += entry["decision"] == "error"
             self.counters["fallbacks"] += entry["decision"] == "fallback"
             self.counters["previews"] += entry["decision"] == "preview"
+            self.counters["exact_results"] += entry["decision"] == "exact"
 
     def log_size(self) -> int:
         return os.fstat(self._log_fd).st_size

@@ -23,6 +23,8 @@ def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) 
     full = f"{command(name, 'full')}    # the faithful full view, {length:,} chars; closes the episode"
     if pack.decision in ("native-fit", "full", "fallback", "reuse-full-view"):
         return [f"{command(name, 'intent=<a new question>')}    # starts a new episode"]
+    if pack.decision == "exact":
+        return [f"{command(name, 'scout')}    # columns, keys and what else can be computed", full]
     if pack.decision == "preview":
         return [f"{command(name, 'intent=<what you need; a second need>')}", full]
     view = artifact.parsed.full_view

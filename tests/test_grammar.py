@@ -44,7 +44,7 @@ def test_action_and_option_constants() -> None:
     assert {"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"} == CORE_ACTIONS
     assert {"focus", "collect", "refine", "verify"} == ACTIONS_WITH_ARGUMENT
     assert {"scout", "full", "raw"} == ACTIONS_WITHOUT_ARGUMENT
-    assert {"k", "format", "scope", "budget"} == OPTION_KEYS
+    assert {"k", "format", "scope", "budget", "where", "by", "cols", "rows", "sheet", "since", "until"} == OPTION_KEYS
 
 
 def test_grammar_error_is_value_error_with_message_and_hint() -> None:
@@ -201,7 +201,8 @@ def test_empty_action(suffix: str) -> None:
 def test_extra_actions_take_optional_argument() -> None:
     extra = frozenset({"sum", "path"})
     req = parse_suffix("sum=revenue&where=region:EU&k=2", extra)
-    assert (req.action, req.argument, req.k) == ("sum", "revenue&where=region:EU", 2)
+    assert (req.action, req.argument, req.k) == ("sum", "revenue", 2)
+    assert req.options["where"] == "region:EU"
     assert req.slots == ()
     assert parse_suffix("path", extra).argument is None
     assert parse_suffix("path=$.items[*].id", extra).argument == "$.items[*].id"
@@ -247,7 +248,7 @@ def test_options_interleaved_with_text() -> None:
         ("intent=a&&b", "a&&b"),
         ("intent=a&%6B=3", "a&k=3"),
         ("intent=a%26k=3", "a&k=3"),
-        ("intent=a&where=x=y", "a&where=x=y"),
+        ("intent=a&wher=x=y", "a&wher=x=y"),
     ],
 )
 def test_segments_that_are_not_options_stay_text(suffix: str, argument: str) -> None:
@@ -258,7 +259,7 @@ def test_segments_that_are_not_options_stay_text(suffix: str, argument: str) -> 
 
 @pytest.mark.parametrize("key", sorted(OPTION_KEYS))
 def test_duplicate_option(key: str) -> None:
-    value = {"k": "3", "format": "json", "scope": "p1", "budget": "9"}[key]
+    value = {"k": "3", "format": "json", "scope": "p1", "budget": "9"}.get(key, "x")
     err = error_of(f"intent=x&{key}={value}&{key}={value}")
     assert "twice" in err.message and key in err.message
 

@@ -1,0 +1,347 @@
+"""The Folder Reader: a directory as one collection artifact.
+
+A collection's full view is the concatenation of its members' full views,
+each after a ``=== path ===`` marker line, in path order; members are parsed
+by their own Readers through a :class:`CollectionSource` (the daemon hands out
+its cached, fingerprinted parses, so the Folder Reader does no I/O itself).
+Because a member's full view sits verbatim inside the collection's, every
+member passage keeps being an exact slice, with its span shifted by the
+member's offset and its anchor prefixed by the member path
+(``reports/q3.pdf:p12:L3-9``).
+
+``DIR@scout`` is the inventory (kinds, sizes, full-view length per member);
+``DIR@intent=...`` ranks members with BM25 over their paths and the start of
+their full views, reads at most :data:`MAX_FILES_READ` of them with their own
+Readers and merges the evidence. ``&scope=`` is a glob over member paths
+(``*.pdf``, ``logs/*``). Work is bounded in members, characters and time; a
+parse cut short by the time bound is flagged (``partial-index``) and not
+cached, so the next request continues where it stopped (members already
+parsed are warm).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from readers.base import (
+    Anchor,
+    ArtifactSource,
+    BadAnchor,
+    Batch,
+    CostProfile,
+    EvidenceItem,
+    Parsed,
+    Reader,
+    ReaderError,
+    ReadIntent,
+    Scope,
+    SlotCoverage,
+    UnsupportedArtifact,
+)
+from readers.bm25index import UnitIndex, content_tokens
+
+MAX_MEMBERS = 500
+MAX_FULL_VIEW_CHARS = 48 * 1024 * 1024
+PARSE_TIME_BUDGET_S = 8.0
+MAX_FILES_READ = 5
+SELECTION_CHARS = 20_000
+_PATH_WORDS = re.compile(r"[A-Za-z]+|\d+")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One file of the collection, as listed (path relative to the folder)."""
+
+    rel: str
+    size: int
+    mtime_ns: int
+
+
+class CollectionSource(Protocol):
+    """What the Folder Reader may know about and read from a directory."""
+
+    @property
+    def name(self) -> str:
+        """The folder's path relative to the mount root ('' for the root)."""
+        ...
+
+    def members(self) -> tuple[Sequence[Member], int]:
+        """Regular files under the folder (bounded walk), and how many the bound left out."""
+        ...
+
+    def parsed(self, rel: str) -> tuple[Reader, Parsed]:
+        """A member parsed by its own Reader (cached by the caller); ReaderError if it cannot be."""
+        ...
+
+
+@dataclass(frozen=True)
+class MemberView:
+    """Where a member sits in the collection's full view, or why it does not."""
+
+    rel: str
+    size: int
+    kind: str
+    start: int = 0
+    end: int = 0
+    error: str = ""
+
+    @property
+    def chars(self) -> int:
+        return self.end - self.start
+
+
+@dataclass
+class _Collection:
+    views: list[MemberView]
+    readers: dict[str, tuple[Reader, Parsed]]
+    index: UnitIndex | None
+    listed_out: int
+    unparsed: int
+
+    def readable(self) -> list[MemberView]:
+        return [v for v in self.views if v.rel in self.readers]
+
+
+class FolderReader(Reader):
+    """Directories: inventory, candidate files, cross-file evidence."""
+
+    name = "folder"
+    extensions = frozenset({"/"})
+    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
+    cost = CostProfile(parse_ms_per_mb=60.0, per_call_chars=200, full_view_ratio=0.5)
+
+    def accepts(self, name: str, head: bytes) -> bool:
+        return False  # chosen for directories by the daemon, never for a file
+
+    def parse(self, source: ArtifactSource) -> Parsed:
+        raise UnsupportedArtifact("the folder Reader reads directories, not files", hint="ask about the file itself")
+
+    def parse_collection(self, source: CollectionSource, time_budget_s: float = PARSE_TIME_BUDGET_S) -> Parsed:
+        """Parse members in path order until the member, character or time bound."""
+        members, listed_out = source.members()
+        deadline = time.monotonic() + time_budget_s
+        parts: list[str] = []
+        views: list[MemberView] = []
+        readers: dict[str, tuple[Reader, Parsed]] = {}
+        offset = unparsed = 0
+        for member in sorted(members, key=lambda m: m.rel)[:MAX_MEMBERS]:
+            if time.monotonic() > deadline or offset > MAX_FULL_VIEW_CHARS:
+                views.append(MemberView(member.rel, member.size, "?", error="not indexed yet (time bound)"))
+                unparsed += 1
+                continue
+            view, text = _member_view(source, member, offset, readers)
+            views.append(view)
+            if text:
+                parts.append(text)
+                offset += len(text)
+        full_view = "".join(parts)
+        left_out = max(0, len(members) - MAX_MEMBERS) + listed_out
+        collection = _Collection(views, readers, _selection_index(full_view, views, readers), left_out, unparsed)
+        return Parsed(full_view, "folder", {"collection": collection, "complete": unparsed == 0})
+
+    # -- preview -------------------------------------------------------------------
+
+    def preview(self, parsed: Parsed, max_chars: int) -> str:
+        if max_chars <= 0:
+            return ""
+        col = _collection(parsed)
+        kinds = Counter(v.kind for v in col.views)
+        lines = [
+            f"folder: {len(col.views):,} files ({_left_out(col)}), full view {len(parsed.full_view):,} chars",
+            "kinds: " + ", ".join(f"{kind} {n}" for kind, n in kinds.most_common()),
+            "path · kind · bytes · full-view chars",
+        ]
+        lines += [_inventory_line(v) for v in col.views]
+        return _bounded(lines, max_chars)
+
+    # -- locate --------------------------------------------------------------------
+
+    def locate(
+        self,
+        parsed: Parsed,
+        intent: ReadIntent,
+        max_chars: int,
+        exclude: Sequence[tuple[int, int]] = (),
+        k: int | None = None,
+    ) -> Batch:
+        col = _collection(parsed)
+        slots = intent.slots or (intent.text,)
+        chosen = _candidates(col, intent, k)
+        share = max(1, max_chars // max(1, len(chosen)))
+        items: list[EvidenceItem] = []
+        coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]] = []
+        for view in chosen:
+            reader, member = col.readers[view.rel]
+            member_intent = ReadIntent(intent.text, slots)
+            batch = reader.locate(member, member_intent, share, _member_exclude(view, exclude), None)
+            items += [_shifted(view, item) for item in batch.items]
+            coverages.append((view, batch.coverage))
+        coverage = tuple(_merged_coverage(slot, j, coverages) for j, slot in enumerate(slots))
+        names = ", ".join(v.rel for v in chosen) or "none"
+        scope = Scope(len(col.readable()), "files", "bm25 files, then each file's Reader", len(parsed.full_view),
+                      note=f"read {len(chosen)} of {len(col.readable())} files: {names}")
+        flags = ("partial-index",) if col.unparsed else ()
+        return Batch(tuple(items), scope, coverage, flags)
+
+    # -- focus -----------------------------------------------------------------------
+
+    def focus(self, parsed: Parsed, anchor: str) -> Batch:
+        col = _collection(parsed)
+        view, rest = _split_anchor(col, anchor.strip())
+        reader, member = col.readers[view.rel]
+        if not rest:
+            text = parsed.full_view[view.start : view.end]
+            item = EvidenceItem(Anchor(view.rel, view.start, view.end, heading=view.rel), text)
+            return Batch((item,), Scope(1, "files", "focus", view.chars))
+        batch = reader.focus(member, rest)
+        return Batch(tuple(_shifted(view, i) for i in batch.items), batch.scope, batch.coverage, batch.flags)
+
+
+# -- parsing helpers -------------------------------------------------------------------
+
+
+def _member_view(
+    source: CollectionSource, member: Member, offset: int, readers: dict[str, tuple[Reader, Parsed]]
+) -> tuple[MemberView, str]:
+    try:
+        reader, parsed = source.parsed(member.rel)
+    except ReaderError as err:
+        return MemberView(member.rel, member.size, "unreadable", error=err.message), ""
+    marker = f"=== {member.rel} ===\n"
+    start = offset + len(marker)
+    readers[member.rel] = (reader, parsed)
+    view = MemberView(member.rel, member.size, parsed.kind, start, start + len(parsed.full_view))
+    return view, marker + parsed.full_view + "\n"
+
+
+def _selection_index(full_view: str, views: list[MemberView], readers: Mapping[str, object]) -> UnitIndex | None:
+    docs = [_selection_text(full_view, v) for v in views if v.rel in readers]
+    return UnitIndex(docs) if docs else None
+
+
+def _selection_text(full_view: str, view: MemberView) -> str:
+    words = " ".join(_PATH_WORDS.findall(view.rel))
+    return f"{words} {words} {full_view[view.start : min(view.end, view.start + SELECTION_CHARS)]}"
+
+
+def _collection(parsed: Parsed) -> _Collection:
+    col = parsed.data["collection"]
+    assert isinstance(col, _Collection)
+    return col
+
+
+# -- locate helpers -----------------------------------------------------------------------
+
+
+def _candidates(col: _Collection, intent: ReadIntent, k: int | None) -> list[MemberView]:
+    """The best-scoring members for any slot, at most k (or MAX_FILES_READ)."""
+    readable = col.readable()
+    if col.index is None or not readable:
+        return []
+    slots = intent.slots or (intent.text,)
+    scores = np.zeros(len(readable))
+    for slot in slots:
+        if content_tokens(slot):
+            part = col.index.scores(slot)
+            top = float(part.max()) if len(part) else 0.0
+            scores = np.maximum(scores, part / top if top > 0 else part)
+    in_scope = np.array([_in_scope(v.rel, intent.scope) for v in readable], dtype=bool)
+    scores = np.where(in_scope, scores, 0.0)
+    order = [int(i) for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
+    return [readable[i] for i in order[: min(k or MAX_FILES_READ, MAX_FILES_READ)]]
+
+
+def _in_scope(rel: str, scope: str | None) -> bool:
+    if not scope:
+        return True
+    pattern = scope.strip()
+    if pattern.endswith("/"):
+        return rel.startswith(pattern)
+    return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel.rsplit("/", 1)[-1], pattern)
+
+
+def _member_exclude(view: MemberView, exclude: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    spans = []
+    for start, end in exclude:
+        if end > view.start and start < view.end:
+            spans.append((max(start, view.start) - view.start, min(end, view.end) - view.start))
+    return spans
+
+
+def _shifted(view: MemberView, item: EvidenceItem) -> EvidenceItem:
+    a = item.anchor
+    empty = a.char_end <= a.char_start
+    start, end = (view.start, view.start) if empty else (a.char_start + view.start, a.char_end + view.start)
+    anchor = Anchor(f"{view.rel}:{a.label}", start, end, a.line_start, a.line_end, a.heading or view.rel)
+    return EvidenceItem(anchor, item.text, item.score, item.slots)
+
+
+def _merged_coverage(
+    slot: str, j: int, coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]]
+) -> SlotCoverage:
+    anchors: list[str] = []
+    candidates: list[str] = []
+    for view, coverage in coverages:
+        if j < len(coverage):
+            anchors += [f"{view.rel}:{a}" for a in coverage[j].anchors]
+            candidates += [f"{view.rel}:{c}" for c in coverage[j].candidates]
+    if anchors:
+        return SlotCoverage(slot, "matched", tuple(anchors))
+    return SlotCoverage(slot, "unresolved", candidates=tuple(candidates[:3]))
+
+
+# -- focus helpers ------------------------------------------------------------------------
+
+
+def _split_anchor(col: _Collection, anchor: str) -> tuple[MemberView, str]:
+    """The member a ``path`` or ``path:inner-anchor`` names (longest path first)."""
+    for view in sorted(col.readable(), key=lambda v: -len(v.rel)):
+        if anchor == view.rel:
+            return view, ""
+        if anchor.startswith(view.rel + ":"):
+            return view, anchor[len(view.rel) + 1 :]
+    names = [v.rel for v in col.readable()][:5]
+    raise BadAnchor(
+        f"no file {anchor!r} in this folder",
+        hint="focus on a member path from @scout, e.g. " + (", ".join(names) or "(the folder has no readable files)"),
+    )
+
+
+# -- preview helpers ------------------------------------------------------------------------
+
+
+def _left_out(col: _Collection) -> str:
+    parts = []
+    if col.listed_out:
+        parts.append(f"{col.listed_out:,} more not listed (bound)")
+    if col.unparsed:
+        parts.append(f"{col.unparsed:,} not indexed yet")
+    return "; ".join(parts) or "all listed"
+
+
+def _inventory_line(view: MemberView) -> str:
+    chars = f"{view.chars:,}" if not view.error else view.error
+    return f"{view.rel} · {view.kind} · {view.size:,} · {chars}"
+
+
+def _bounded(lines: list[str], max_chars: int) -> str:
+    out: list[str] = []
+    used = 0
+    for number, line in enumerate(lines):
+        rest = len(lines) - number
+        tail = f"... {rest:,} more" if rest > 1 else ""
+        if used + len(line) + 1 + (len(tail) + 1 if rest > 1 else 0) > max_chars:
+            if tail and used + len(tail) <= max_chars:
+                out.append(tail)
+            break
+        out.append(line)
+        used += len(line) + 1
+    return "\n".join(out)[:max_chars]
