@@ -27,6 +27,7 @@ from readers.base import (
     ArtifactTooLarge,
     BadAnchor,
     Batch,
+    CostProfile,
     EvidenceItem,
     Parsed,
     Reader,
@@ -85,6 +86,7 @@ class TextReader(Reader):
     extensions = frozenset({".txt", ".md", ".markdown", ".rst", ".log", ""} | _CODE | _CONFIG | _DATA)
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     max_bytes = 32 * 1024 * 1024
+    cost = CostProfile(parse_ms_per_mb=120.0, per_call_chars=160, full_view_ratio=1.0)  # 3.7 MiB of qmsum: 0.45 s
 
     # -- detection and parsing -------------------------------------------------
 
