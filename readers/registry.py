@@ -38,6 +38,9 @@ class Registration:
 
 
 _REGISTRATIONS: list[Registration] = [
+    Registration("json", "readers.jsondata:JsonReader", extensions=frozenset({".json", ".geojson"})),
+    Registration("jsonl", "readers.json_lines:JsonlReader", extensions=frozenset({".jsonl", ".ndjson"})),
+    Registration("log", "readers.logs:LogReader", extensions=frozenset({".log"}), sniffer=True),
     Registration("text", "readers.text:TextReader", fallback=True),
 ]
 _loaded: dict[str, Reader] = {}
