@@ -278,18 +278,19 @@ def _result(text: str, parsed: Parsed) -> EvidenceItem:
 def results_batch(
     parsed: Parsed, head: str, lines: Sequence[str], scanned: tuple[int, str], note: str, max_chars: int
 ) -> Batch:
-    """A head line then result lines (count per group, aggregates), cut at whole lines within ``max_chars``."""
-    items = [_result(head[: max(max_chars, 1)], parsed)]
-    used = len(items[0].text)
+    """One result: a head line then result lines (count per group, aggregates), cut at whole lines."""
+    shown = [head[: max(max_chars, 1)]]
+    used = len(shown[0])
     for text in lines:
         if used + len(text) + 1 > max_chars:
             break
-        items.append(_result(text, parsed))
+        shown.append(text)
         used += len(text) + 1
-    shown = len(items) - 1
-    flags = (RESULTS_TRUNCATED,) if shown < len(lines) else ()
-    more = f"; showing {shown:,} of {len(lines):,} results" if flags else ""
-    return Batch(tuple(items), Scope(*scanned, "exact", len(parsed.full_view), note + more), flags=flags)
+    count = len(shown) - 1
+    flags = (RESULTS_TRUNCATED,) if count < len(lines) else ()
+    more = f"; showing {count:,} of {len(lines):,} results" if flags else ""
+    item = _result("\n".join(shown), parsed)
+    return Batch((item,), Scope(*scanned, "exact", len(parsed.full_view), note + more), flags=flags)
 
 
 def count_lines(counts: Counter[str], what: str, total: int, missing: int) -> tuple[str, list[str]]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from readers import json_query
-from readers.base import BadAnchor, Parsed, ReaderError, ReadIntent
+from readers.base import BadAnchor, Batch, Parsed, ReaderError, ReadIntent
 from readers.json_lines import JsonlReader
 from readers.jsondata import JsonReader
 from readers.ops import BadOperation, Operation, parse_where
@@ -24,6 +24,12 @@ from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 _DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 _OCTOKIT = _DATA / "json" / "octokit-fixtures"
 _NGINX = _DATA / "logs" / "elastic-examples" / "nginxplus_json_logs.jsonl"
+
+
+def result_lines(batch: Batch) -> list[str]:
+    """The result lines of an exact result (one item: a head line, then one line per result)."""
+    assert len(batch.items) == 1 and batch.items[0].anchor.char_start == batch.items[0].anchor.char_end
+    return batch.items[0].text.split("\n")[1:]
 
 
 def _fixture(name: str) -> bytes:
@@ -224,9 +230,9 @@ def test_jsonl_count_by_and_aggregates_match_python() -> None:
     counts: dict[int, int] = {}
     for r in records:
         counts[r["connections"]["active"]] = counts.get(r["connections"]["active"], 0) + 1
-    got = dict(i.text.split("\t") for i in batch.items[1:])
+    got = dict(line.split("\t") for line in result_lines(batch))
     assert got == {str(k): f"{v:,}" for k, v in counts.items()}
-    mean = JsonlReader().operate(parsed, Operation("max", "requests.total"), 500).items[1].text
+    mean = result_lines(JsonlReader().operate(parsed, Operation("max", "requests.total"), 500))[0]
     assert mean == f"max = {max(r['requests']['total'] for r in records):,}"
     with pytest.raises(BadOperation):
         JsonlReader().operate(parsed, Operation("sum", "no_such_field"), 500)

@@ -1,0 +1,174 @@
+"""Every Reader family through a real mount, with real clients (cat, Python).
+
+One mount serves the whole module (the default backend): a workspace with real
+third-party files of every family plus malformed ones. Each answer is checked
+against an independent computation, and after every malformed request the
+mount must still serve plain reads.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import mountutil
+from tests.conftest import DATA, HANG_GUARD_S, _check_clean
+
+Mount = mountutil.Mount
+ERROR_PACK_BOUND_S = 10.0
+
+
+def _workspace(src: Path) -> None:
+    (src / "pdf").mkdir(parents=True)
+    shutil.copy(DATA / "pdf" / "filings" / "PEPSICO_2023Q1_EARNINGS.pdf", src / "pdf" / "pepsico.pdf")
+    (src / "tables").mkdir()
+    shutil.copy(DATA / "csv" / "datasets-covid-19" / "reference.csv", src / "tables" / "reference.csv")
+    shutil.copy(DATA / "csv" / "elastic-examples" / "zip_codes.csv", src / "tables" / "zip_codes.csv")
+    shutil.copy(DATA / "xlsx" / "sheetcopilot" / "SummerSales.xlsx", src / "tables" / "SummerSales.xlsx")
+    (src / "data").mkdir()
+    shutil.copy(DATA / "json" / "octokit-fixtures" / "get-repository.raw-fixture.json", src / "data" / "repo.json")
+    shutil.copy(DATA / "logs" / "elastic-examples" / "apache_logs", src / "data" / "apache_logs")
+    (src / "code").mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "readers" / "ops.py", src / "code" / "ops.py")
+    _malformed(src / "bad")
+
+
+def _malformed(bad: Path) -> None:
+    bad.mkdir()
+    pdf = (DATA / "pdf" / "filings" / "PEPSICO_2023Q1_EARNINGS.pdf").read_bytes()
+    (bad / "truncated.pdf").write_bytes(pdf[: len(pdf) // 3])
+    xlsx = (DATA / "xlsx" / "sheetcopilot" / "SummerSales.xlsx").read_bytes()
+    (bad / "corrupt.xlsx").write_bytes(xlsx[:200] + b"\x00" * 300 + xlsx[500:])
+    (bad / "bomb.xlsx").write_bytes(_shared_strings_bomb())
+    (bad / "invalid.json").write_text('{"a": [1, 2,, 3]}')
+    with open(bad / "one-line.txt", "wb") as f:  # 1 GiB, a single line (sparse on disk)
+        f.write(b"a" * 4096)
+        f.truncate(1 << 30)
+
+
+def _shared_strings_bomb() -> bytes:
+    """A workbook whose sharedStrings.xml inflates to ~800 MB from a small zip."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        z.writestr("xl/workbook.xml", '<?xml version="1.0"?><workbook/>')
+        with z.open("xl/sharedStrings.xml", "w", force_zip64=True) as member:
+            member.write(b'<?xml version="1.0"?><sst>')
+            chunk = b"<si><t>" + b"A" * 1_000_000 + b"</t></si>"
+            for _ in range(800):
+                member.write(chunk)
+            member.write(b"</sst>")
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
+    base = tmp_path_factory.mktemp("readers")
+    src, mnt = base / "src", base / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    _workspace(src)
+    m = mountutil.start(src, mnt, base / "state")
+    try:
+        with mountutil.hang_guard(m, HANG_GUARD_S):
+            yield m
+    finally:
+        mountutil.stop(m)
+    _check_clean(m)
+
+
+def cat(m: Mount, name: str) -> str:
+    out = subprocess.run(["cat", name], cwd=m.mountpoint, capture_output=True, timeout=60, check=True)
+    return out.stdout.decode()
+
+
+def pack(m: Mount, name: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(cat(m, name + "&format=json" if "@" in name and "=" in name else name + "&format=json"))
+
+
+def still_up(m: Mount) -> None:
+    assert (m.mountpoint / "code" / "ops.py").read_bytes() == (m.source / "code" / "ops.py").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["bad/truncated.pdf@scout", "bad/corrupt.xlsx@scout", "bad/bomb.xlsx@scout",
+     "bad/invalid.json@scout", "bad/one-line.txt@intent=anything", "bad/bomb.xlsx@sum=A"],
+)
+def test_malformed_input_is_a_clear_error_pack_and_the_mount_stays_up(mount: Mount, name: str) -> None:
+    started = time.monotonic()
+    got = pack(mount, name)
+    assert time.monotonic() - started < ERROR_PACK_BOUND_S
+    assert got["decision"] == "error", got
+    assert got["error"]["message"] and got["error"]["hint"]
+    still_up(mount)
+
+
+def test_exact_sum_over_all_rows_matches_the_csv_module(mount: Mount) -> None:
+    with open(mount.source / "tables" / "reference.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    values = [float(r["Population"]) for r in rows if r["Population"].strip()]
+    got = pack(mount, "tables/reference.csv@sum=Population")
+    assert got["decision"] == "exact"
+    text = " ".join(item["text"] for item in got["evidence"])
+    expected = math.fsum(values)
+    assert f"{int(expected):,}" in text or f"{expected:,.15g}" in text, text
+    assert got["exposure"]["pack_chars"] < 500
+    assert str(len(rows)) in f"{got['scope']['units_scanned']}"
+
+
+def test_folder_scout_lists_every_family(mount: Mount) -> None:
+    got = pack(mount, "tables@scout")
+    text = got["preview"] or got["full_view"]
+    for name in ("reference.csv", "zip_codes.csv", "SummerSales.xlsx"):
+        assert name in text
+    still_up(mount)
+
+
+def test_folder_intent_anchors_evidence_in_member_files(mount: Mount) -> None:
+    got = pack(mount, "code@intent=parse the where conditions")
+    assert got["evidence"] and all(e["anchor"].startswith("ops.py:") for e in got["evidence"])
+
+
+def test_operation_on_a_reader_without_it_is_an_error_pack(mount: Mount) -> None:
+    got = pack(mount, "code/ops.py@sum=x")
+    assert got["decision"] == "error" and "sum" in got["error"]["message"]
+
+
+def test_stat_size_equals_bytes_read_for_exact_results(mount: Mount) -> None:
+    path = mount.mountpoint / "tables" / "reference.csv@count"
+    data = path.read_bytes()
+    assert os.stat(path).st_size == len(data)
+
+
+def test_json_path_lookup_matches_the_json_module(mount: Mount) -> None:
+    recording = json.loads((mount.source / "data" / "repo.json").read_text())
+    expected = [entry["status"] for entry in recording]
+    got = pack(mount, "data/repo.json@path=$[*].status")
+    assert got["decision"] == "exact"
+    text = "\n".join(item["text"] for item in got["evidence"])
+    assert f"{len(expected)} match" in text
+    for status in set(expected):
+        assert f"= {status}" in text
+
+
+def test_log_count_of_server_errors_matches_a_regex_count(mount: Mount) -> None:
+    import re
+
+    lines = (mount.source / "data" / "apache_logs").read_text(errors="replace").splitlines()
+    status = re.compile(r'" (\d{3}) ')
+    expected = sum(1 for line in lines if (m := status.search(line)) and int(m.group(1)) >= 500)
+    got = pack(mount, "data/apache_logs@count&where=status>=500")
+    text = " ".join(item["text"] for item in got["evidence"])
+    assert got["decision"] == "exact" and f"{expected:,}" in text, text
