@@ -38,6 +38,7 @@ class Registration:
 
 
 _REGISTRATIONS: list[Registration] = [
+    Registration("pdf", "readers.pdf:PdfReader", extensions=frozenset({".pdf"}), magic=(b"%PDF-",)),
     Registration("json", "readers.jsondata:JsonReader", extensions=frozenset({".json", ".geojson"})),
     Registration("jsonl", "readers.json_lines:JsonlReader", extensions=frozenset({".jsonl", ".ndjson"})),
     Registration("log", "readers.logs:LogReader", extensions=frozenset({".log"}), sniffer=True),
