@@ -172,3 +172,19 @@ def test_log_count_of_server_errors_matches_a_regex_count(mount: Mount) -> None:
     got = pack(mount, "data/apache_logs@count&where=status>=500")
     text = " ".join(item["text"] for item in got["evidence"])
     assert got["decision"] == "exact" and f"{expected:,}" in text, text
+
+
+def test_pdf_intent_is_page_anchored_and_focus_resolves_it(mount: Mount) -> None:
+    import pymupdf
+
+    got = pack(mount, "pdf/pepsico.pdf@intent=organic revenue growth")
+    assert got["decision"] == "sparse" and got["evidence"]
+    first = got["evidence"][0]
+    page = int(first["anchor"].split(":")[0].removeprefix("p"))
+    with pymupdf.open(mount.source / "pdf" / "pepsico.pdf") as doc:
+        words = doc[page - 1].get_text().split()
+    assert all(word in words for word in first["text"].split()[:5]), first
+    focused = cat(mount, f"pdf/pepsico.pdf@focus={first['anchor']}")
+    assert first["text"].strip() in focused
+    scout = pack(mount, "pdf/pepsico.pdf@scout")
+    assert "16 pages" in (scout["preview"] or "")
