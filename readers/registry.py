@@ -38,6 +38,10 @@ class Registration:
 
 
 _REGISTRATIONS: list[Registration] = [
+    Registration(
+        "table", "readers.table:TableReader",
+        extensions=frozenset({".csv", ".tsv", ".tab", ".xlsx", ".xlsm"}), magic=(b"PK\x03\x04",),
+    ),
     Registration("pdf", "readers.pdf:PdfReader", extensions=frozenset({".pdf"}), magic=(b"%PDF-",)),
     Registration("json", "readers.jsondata:JsonReader", extensions=frozenset({".json", ".geojson"})),
     Registration("jsonl", "readers.json_lines:JsonlReader", extensions=frozenset({".jsonl", ".ndjson"})),

@@ -19,6 +19,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,8 @@ def _malformed(bad: Path) -> None:
     pdf = (DATA / "pdf" / "filings" / "PEPSICO_2023Q1_EARNINGS.pdf").read_bytes()
     (bad / "truncated.pdf").write_bytes(pdf[: len(pdf) // 3])
     xlsx = (DATA / "xlsx" / "sheetcopilot" / "SummerSales.xlsx").read_bytes()
-    (bad / "corrupt.xlsx").write_bytes(xlsx[:200] + b"\x00" * 300 + xlsx[500:])
+    middle = len(xlsx) // 2  # inside the compressed sheet data
+    (bad / "corrupt.xlsx").write_bytes(xlsx[:middle] + b"\xff" * 300 + xlsx[middle + 300 :])
     (bad / "bomb.xlsx").write_bytes(_shared_strings_bomb())
     (bad / "invalid.json").write_text('{"a": [1, 2,, 3]}')
     with open(bad / "one-line.txt", "wb") as f:  # 1 GiB, a single line (sparse on disk)
@@ -93,8 +95,8 @@ def cat(m: Mount, name: str) -> str:
     return out.stdout.decode()
 
 
-def pack(m: Mount, name: str) -> dict:  # type: ignore[type-arg]
-    return json.loads(cat(m, name + "&format=json" if "@" in name and "=" in name else name + "&format=json"))
+def pack(m: Mount, name: str) -> dict[str, Any]:
+    return dict(json.loads(cat(m, name + "&format=json")))
 
 
 def still_up(m: Mount) -> None:
