@@ -37,7 +37,17 @@ class Registration:
         return extension in self.extensions
 
 
+_CODE_EXTENSIONS = frozenset({
+    ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".c", ".h", ".cc",
+    ".cpp", ".hpp", ".cs", ".rb", ".php", ".swift", ".sh", ".bash", ".scala", ".lua",
+})
+_HTML_MAGIC = (b"<!DOCTYPE html", b"<!DOCTYPE HTML", b"<!doctype html", b"<!doctype HTML", b"<html", b"<HTML")
 _REGISTRATIONS: list[Registration] = [
+    Registration("code", "readers.code:CodeReader", extensions=_CODE_EXTENSIONS, magic=(b"#!",)),
+    Registration(
+        "html", "readers.html:HtmlReader", extensions=frozenset({".html", ".htm", ".xhtml"}), magic=_HTML_MAGIC,
+        sniffer=True,
+    ),
     Registration(
         "table", "readers.table:TableReader",
         extensions=frozenset({".csv", ".tsv", ".tab", ".xlsx", ".xlsm"}), magic=(b"PK\x03\x04",),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import pytest
 
 from readers import ops
-from readers.base import Batch, BadAnchor, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
+from readers.base import BadAnchor, Batch, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
 
 PROTOCOL_ACTIONS = frozenset({"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"})
 
@@ -88,7 +88,9 @@ class ReaderConformance:
         for sample in self.samples():
             yield sample, self.parse(sample)
 
-    def locate(self, sample: Sample, parsed: Parsed, max_chars: int, exclude: tuple[tuple[int, int], ...] = ()) -> Batch:
+    def locate(
+        self, sample: Sample, parsed: Parsed, max_chars: int, exclude: tuple[tuple[int, int], ...] = ()
+    ) -> Batch:
         intent = ReadIntent(sample.intent, sample.slots or (sample.intent,))
         return self.reader.locate(parsed, intent, max_chars, exclude)
 

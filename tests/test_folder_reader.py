@@ -48,7 +48,9 @@ FOLDER = {
     "notes/meeting.md": b"# Meeting\n\nWe agreed the launch date is 14 March.\n\nBudget review moved to Friday.\n",
     "notes/todo.txt": b"buy milk\nfix the flaky test in test_mount\nrenew the TLS certificate before it expires\n",
     "README.md": (ROOT / "README.md").read_bytes(),
-    "src/app.py": b'"""App."""\n\n\ndef launch(date: str) -> None:\n    """Start the launch on date."""\n    print(date)\n',
+    "src/app.py": (
+        b'"""App."""\n\n\ndef launch(date: str) -> None:\n    """Start the launch on date."""\n    print(date)\n'
+    ),
     "bin.dat": b"\x00\x01\x02binary",
 }
 _TEXT_FILES = {k: v for k, v in FOLDER.items() if k != "bin.dat"}

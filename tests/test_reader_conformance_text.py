@@ -18,7 +18,10 @@ class TestTextConformance(ReaderConformance):
     def samples(self) -> list[Sample]:
         return [
             Sample("README.md", _README.read_bytes(), "how do I run the tests"),
-            Sample("paper.md", _PAPER.read_bytes(), "budget bound; calibration threshold", ("budget bound", "calibration threshold")),
+            Sample(
+                "paper.md", _PAPER.read_bytes(), "budget bound; calibration threshold",
+                ("budget bound", "calibration threshold"),
+            ),
         ]
 
     def malformed(self) -> list[tuple[str, bytes]]:
