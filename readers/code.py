@@ -78,8 +78,8 @@ class CodeReader(textreader.TextReader):
     def parse(self, source: ArtifactSource) -> Parsed:
         if source.size > self.max_bytes:
             message = f"{source.size:,} bytes is over the Code Reader's {self.max_bytes:,}-byte bound"
-            raise ArtifactTooLarge(message, hint=textreader._TOO_LARGE_HINT)
-        text = textreader._decode(source.read_bytes(self.max_bytes))
+            raise ArtifactTooLarge(message, hint=textreader.TOO_LARGE_HINT)
+        text = textreader.decode_utf8(source.read_bytes(self.max_bytes))
         language = language_of(source.name, text[:256])
         if language is None:
             known = ", ".join(sorted(INTERPRETERS))
@@ -123,14 +123,15 @@ class CodeReader(textreader.TextReader):
         if not any(contents):
             coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
             return Batch((), view.scope, coverage, flags=("no-content-words", *flags))
-        bm25 = textreader._index(parsed)
+        bm25 = textreader.unit_index_of(parsed)
         raw = {j: view.part(_boosted(parsed, bm25.scores(slot), slot)) for j, slot in enumerate(slots) if contents[j]}
         ranked = {j: smoothed(scores) for j, scores in raw.items()}
         blocked = blocked_mask(view.starts, view.ends, exclude)
-        picked = textreader._items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))
+        picked = textreader.passage_items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))
         items = [_with_symbol(parsed, item) for item in picked]
         coverage = tuple(
-            textreader._coverage(parsed, view, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots)
+            textreader.slot_coverage(parsed, view, slot, j, contents[j], raw.get(j), items)
+            for j, slot in enumerate(slots)
         )
         return Batch(tuple(items), view.scope, coverage, flags=flags)
 
@@ -149,7 +150,7 @@ class CodeReader(textreader.TextReader):
         return Batch((item,), scope, flags=flags + _index(parsed).flags)
 
     def preview(self, parsed: Parsed, max_chars: int) -> str:
-        seg = textreader._seg(parsed)
+        seg = textreader.segmentation_of(parsed)
         return preview_text(parsed.full_view, seg.line_starts, parsed.data["language"], _index(parsed), max_chars)
 
 
@@ -258,12 +259,12 @@ def enclosing(parsed: Parsed, line: int) -> Symbol | None:
     return None
 
 
-def _view(parsed: Parsed, spec: str | None) -> textreader._View:
+def _view(parsed: Parsed, spec: str | None) -> textreader.ScopedView:
     """The Text Reader's scope view; a ``#symbol`` scope is its line range."""
     if spec is None or not spec.strip().startswith("#"):
-        return textreader._view(parsed, spec)
+        return textreader.scoped_view(parsed, spec)
     symbol, _ = resolve(parsed, spec.strip(), "&scope=")
-    view = textreader._view(parsed, f"L{symbol.first}-{symbol.last}")
+    view = textreader.scoped_view(parsed, f"L{symbol.first}-{symbol.last}")
     scope = dataclasses.replace(view.scope, note=f"scope #{symbol.qualname} (L{symbol.first}-{symbol.last})")
     return dataclasses.replace(view, scope=scope)
 
@@ -313,7 +314,7 @@ def _symbol_hint(symbols: Sequence[Symbol], name: str, how: str) -> str:
 
 
 def _symbol_span(parsed: Parsed, symbol: Symbol) -> tuple[int, int]:
-    seg = textreader._seg(parsed)
+    seg = textreader.segmentation_of(parsed)
     n = len(seg.line_starts)
     first, last = min(symbol.first, n), min(max(symbol.last, symbol.first), n)
-    return textreader._line_span(parsed, f"L{first}-{last}", "@focus=")
+    return textreader.line_span(parsed, f"L{first}-{last}", "@focus=")

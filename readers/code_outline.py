@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from readers.code_symbols import Symbol, SymbolIndex
 from readers.segment import Positions
-from readers.text import _Bounded, _first_lines
+from readers.text import BoundedLines, first_lines
 
 OUTLINE_LINES = 400
 """Outline lines built before fitting (the budget keeps far fewer)."""
@@ -27,7 +27,7 @@ def preview_text(text: str, line_starts: Positions, language: str, index: Symbol
     """The bounded preview of a source file."""
     if max_chars <= 0:
         return ""
-    out = _Bounded(max_chars)
+    out = BoundedLines(max_chars)
     symbols = index.symbols
     out.add(_summary(text, len(line_starts), language, index))
     for flag in index.flags:
@@ -39,7 +39,7 @@ def preview_text(text: str, line_starts: Positions, language: str, index: Symbol
     if symbols:
         _outline(out, symbols)
     else:
-        _first_lines(out, text, line_starts)
+        first_lines(out, text, line_starts)
     return out.text()
 
 
@@ -66,7 +66,7 @@ def _imports_line(imports: Sequence[str]) -> str:
     return f"imports ({len(imports)}): " + ", ".join(shown) + more
 
 
-def _outline(out: _Bounded, symbols: Sequence[Symbol]) -> None:
+def _outline(out: BoundedLines, symbols: Sequence[Symbol]) -> None:
     """Nested outline if it fits, else top-level symbols with member counts."""
     members = Counter(s.parent for s in symbols if s.parent is not None)
     nested = [_line(s, i, members) for i, s in enumerate(symbols[:OUTLINE_LINES])]

@@ -66,7 +66,7 @@ class HtmlReader(textreader.TextReader):
     cost = CostProfile(parse_ms_per_mb=650.0, per_call_chars=120, full_view_ratio=0.3)
 
     def accepts(self, name: str, head: bytes) -> bool:
-        return textreader._extension(name) in self.extensions or looks_like_html(head)
+        return textreader.extension_of(name) in self.extensions or looks_like_html(head)
 
     def parse(self, source: ArtifactSource) -> Parsed:
         if source.size > self.max_bytes:
@@ -110,8 +110,8 @@ class HtmlReader(textreader.TextReader):
         if max_chars <= 0:
             return ""
         page: Page = parsed.data["page"]
-        seg = textreader._seg(parsed)
-        out = textreader._Bounded(max_chars)
+        seg = textreader.segmentation_of(parsed)
+        out = textreader.BoundedLines(max_chars)
         out.add(f'html page: "{page.title or "(no title)"}"'[: textreader.PREVIEW_LINE_CHARS])
         where = "marked main content" if page.used_main else "page body, link lists dropped"
         out.add(
@@ -120,16 +120,16 @@ class HtmlReader(textreader.TextReader):
             f"{page.links:,} links on the page, {page.links_kept:,} in the main text; "
             f"{parsed.data['source_bytes']:,} bytes, {parsed.data['charset']}"
         )
-        outline = textreader._Bounded(out.room() * 3 // 5)
-        textreader._outline(outline, seg.headings, seg.headings_dropped)
+        outline = textreader.BoundedLines(out.room() * 3 // 5)
+        textreader.outline_lines(outline, seg.headings, seg.headings_dropped)
         for line in outline.lines:
             out.add(line)
-        textreader._first_lines(out, parsed.full_view, seg.line_starts)
+        textreader.first_lines(out, parsed.full_view, seg.line_starts)
         return out.text()
 
 
 def _unit(parsed: Parsed) -> str:
-    return "line groups" if textreader._seg(parsed).coarse else "sentences"
+    return "line groups" if textreader.segmentation_of(parsed).coarse else "sentences"
 
 
 def looks_like_html(head: bytes) -> bool:

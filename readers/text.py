@@ -53,13 +53,13 @@ _CODE = frozenset({".py", ".js", ".ts", ".c", ".h", ".go", ".rs", ".java", ".sh"
 _CONFIG = frozenset({".yaml", ".yml", ".toml", ".ini", ".cfg"})
 _DATA = frozenset({".csv", ".json", ".jsonl", ".xml", ".html"})
 _LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
-_TOO_LARGE_HINT = "too large to index; read parts with @raw (head -c, tail -c) or search it with grep"
+TOO_LARGE_HINT = "too large to index; read parts with @raw (head -c, tail -c) or search it with grep"
 _METHOD = "bm25+neighbours"
 
 
 def kind_of(name: str, text: str) -> str:
     """markdown | text | code | config | data | log, from the name (and a shebang)."""
-    ext = _extension(name)
+    ext = extension_of(name)
     if ext in _MARKDOWN:
         return "markdown"
     if ext == ".log":
@@ -73,7 +73,7 @@ def kind_of(name: str, text: str) -> str:
     return "text"
 
 
-def _extension(name: str) -> str:
+def extension_of(name: str) -> str:
     base = name.rsplit("/", 1)[-1]
     dot = base.rfind(".")
     return base[dot:].lower() if dot > 0 else ""
@@ -103,9 +103,9 @@ class TextReader(Reader):
     def parse(self, source: ArtifactSource) -> Parsed:
         if source.size > self.max_bytes:
             message = f"{source.size:,} bytes is over the Text Reader's {self.max_bytes:,}-byte bound"
-            raise ArtifactTooLarge(message, hint=_TOO_LARGE_HINT)
+            raise ArtifactTooLarge(message, hint=TOO_LARGE_HINT)
         data = source.read_bytes(self.max_bytes)
-        text = _decode(data)
+        text = decode_utf8(data)
         kind = kind_of(source.name, text)
         seg = segment(
             text,
@@ -135,18 +135,18 @@ class TextReader(Reader):
         k: int | None = None,
     ) -> Batch:
         slots = intent.slots or (intent.text,)
-        view = _view(parsed, intent.scope)
+        view = scoped_view(parsed, intent.scope)
         contents = [content_tokens(slot) for slot in slots]
         if not any(contents):
             coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
             return Batch((), view.scope, coverage, flags=("no-content-words",))
-        index = _index(parsed)
+        index = unit_index_of(parsed)
         raw = {j: view.part(index.scores(slot)) for j, slot in enumerate(slots) if contents[j]}
         ranked = {j: smoothed(scores) for j, scores in raw.items()}
         blocked = blocked_mask(view.starts, view.ends, exclude)
-        items = _items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))
+        items = passage_items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))
         coverage = tuple(
-            _coverage(parsed, view, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots)
+            slot_coverage(parsed, view, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots)
         )
         return Batch(tuple(items), view.scope, coverage)
 
@@ -164,25 +164,25 @@ class TextReader(Reader):
     def preview(self, parsed: Parsed, max_chars: int) -> str:
         if max_chars <= 0:
             return ""
-        out = _Bounded(max_chars)
-        seg = _seg(parsed)
+        out = BoundedLines(max_chars)
+        seg = segmentation_of(parsed)
         text = parsed.full_view
         out.add(
             f"{parsed.kind} file: {len(text):,} chars, {len(seg.line_starts):,} lines, "
             f"{len(seg.units):,} {_unit_word(parsed)}"
         )
-        outline = _Bounded(out.room() * 3 // 5 if len(seg.line_starts) else out.room())  # leave room for lines
-        _outline(outline, seg.headings, seg.headings_dropped)
+        outline = BoundedLines(out.room() * 3 // 5 if len(seg.line_starts) else out.room())  # leave room for lines
+        outline_lines(outline, seg.headings, seg.headings_dropped)
         for line in outline.lines:
             out.add(line)
-        _first_lines(out, text, seg.line_starts)
+        first_lines(out, text, seg.line_starts)
         return out.text()
 
 
 # -- parsing helpers -------------------------------------------------------------
 
 
-def _decode(data: bytes) -> str:
+def decode_utf8(data: bytes) -> str:
     hint = "read it with @raw"
     if b"\x00" in data:
         raise UnsupportedArtifact("binary or non-UTF-8 file", hint=hint)
@@ -192,20 +192,20 @@ def _decode(data: bytes) -> str:
         raise UnsupportedArtifact("binary or non-UTF-8 file", hint=hint) from None
 
 
-def _seg(parsed: Parsed) -> Segmentation:
+def segmentation_of(parsed: Parsed) -> Segmentation:
     seg = parsed.data["segmentation"]
     assert isinstance(seg, Segmentation)
     return seg
 
 
-def _index(parsed: Parsed) -> UnitIndex:
+def unit_index_of(parsed: Parsed) -> UnitIndex:
     index = parsed.data["index"]
     assert isinstance(index, UnitIndex)
     return index
 
 
 def _unit_word(parsed: Parsed) -> str:
-    prose = parsed.kind in ("markdown", "text") and not _seg(parsed).coarse
+    prose = parsed.kind in ("markdown", "text") and not segmentation_of(parsed).coarse
     return "sentences" if prose else "line groups"
 
 
@@ -213,7 +213,7 @@ def _unit_word(parsed: Parsed) -> str:
 
 
 @dataclass(frozen=True)
-class _View:
+class ScopedView:
     """The units a locate may pick from: all of them, or those inside ``&scope=``.
 
     ``first`` is the index of the view's first unit among all units; the edge
@@ -230,11 +230,11 @@ class _View:
         return scores[self.first : self.first + len(self.starts)]
 
 
-def _view(parsed: Parsed, spec: str | None) -> _View:
+def scoped_view(parsed: Parsed, spec: str | None) -> ScopedView:
     starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
     unit = _unit_word(parsed)
     if spec is None:
-        return _View(starts, ends, 0, Scope(len(starts), unit, _METHOD, len(parsed.full_view)))
+        return ScopedView(starts, ends, 0, Scope(len(starts), unit, _METHOD, len(parsed.full_view)))
     lo, hi = _anchor_span(parsed, spec, "&scope=")
     first = int(np.searchsorted(ends, lo, side="right"))
     last = int(np.searchsorted(starts, hi, side="left"))
@@ -242,7 +242,7 @@ def _view(parsed: Parsed, spec: str | None) -> _View:
     if len(starts):
         first, starts, ends = _clip(parsed.full_view, starts, ends, lo, hi, first)
     scope = Scope(len(starts), unit, _METHOD, hi - lo, note=f"scope {spec.strip()}")
-    return _View(starts, ends, first, scope)
+    return ScopedView(starts, ends, first, scope)
 
 
 def _clip(text: str, starts: Offsets, ends: Offsets, lo: int, hi: int, first: int) -> tuple[int, Offsets, Offsets]:
@@ -260,7 +260,7 @@ def _clip(text: str, starts: Offsets, ends: Offsets, lo: int, hi: int, first: in
 # -- locate helpers --------------------------------------------------------------
 
 
-def _items(parsed: Parsed, sel: Selection) -> list[EvidenceItem]:
+def passage_items(parsed: Parsed, sel: Selection) -> list[EvidenceItem]:
     """One EvidenceItem per run of selected units, in document order."""
     items = []
     for run in sel.passages():
@@ -276,7 +276,7 @@ def _item(parsed: Parsed, start: int, end: int, score: float, slots: tuple[int, 
 
 
 def _anchor(parsed: Parsed, start: int, end: int) -> Anchor:
-    seg = _seg(parsed)
+    seg = segmentation_of(parsed)
     first = line_of(seg, start)
     last = line_of(seg, max(start, end - 1))
     label = f"L{first}" if first == last else f"L{first}-{last}"
@@ -295,9 +295,9 @@ def _heading_above(headings: Sequence[Heading], line: int) -> Heading | None:
     return headings[at - 1] if at else None
 
 
-def _coverage(
+def slot_coverage(
     parsed: Parsed,
-    view: _View,
+    view: ScopedView,
     slot: str,
     j: int,
     content: frozenset[str],
@@ -311,7 +311,7 @@ def _coverage(
     return SlotCoverage(slot, "unresolved", candidates=_closest(parsed, view, scores))
 
 
-def _closest(parsed: Parsed, view: _View, scores: Scores | None, n: int = 3) -> tuple[str, ...]:
+def _closest(parsed: Parsed, view: ScopedView, scores: Scores | None, n: int = 3) -> tuple[str, ...]:
     """Labels of the units in view with the best raw (unsmoothed) scores, if positive."""
     if scores is None:
         return ()
@@ -332,12 +332,12 @@ def _anchor_span(parsed: Parsed, anchor: str, how: str) -> tuple[int, int]:
     spec = anchor.strip()
     if spec.startswith("#"):
         return _heading_span(parsed, spec.lstrip("#").strip(), how)
-    return _line_span(parsed, spec, how)
+    return line_span(parsed, spec, how)
 
 
-def _line_span(parsed: Parsed, spec: str, how: str) -> tuple[int, int]:
+def line_span(parsed: Parsed, spec: str, how: str) -> tuple[int, int]:
     """[start, end) of lines a..b (end excludes the last line's newline)."""
-    starts = _seg(parsed).line_starts
+    starts = segmentation_of(parsed).line_starts
     n = len(starts)
     hint = f"file has {n} lines; try {how}L1-{n}" if n else "the file is empty; read it with @full"
     what = "scope" if how.startswith("&") else "anchor"
@@ -360,7 +360,7 @@ def _line_span(parsed: Parsed, spec: str, how: str) -> tuple[int, int]:
 
 def _heading_span(parsed: Parsed, title: str, how: str) -> tuple[int, int]:
     """The section under a heading: to the next heading of the same or higher level."""
-    headings = _seg(parsed).headings
+    headings = segmentation_of(parsed).headings
     found = _find_heading(headings, title)
     if found is None:
         raise BadAnchor(f"no heading matches {title!r}", hint=_heading_hint(parsed, title, how))
@@ -384,7 +384,7 @@ def _find_heading(headings: Sequence[Heading], title: str) -> Heading | None:
 
 
 def _heading_hint(parsed: Parsed, title: str, how: str) -> str:
-    seg = _seg(parsed)
+    seg = segmentation_of(parsed)
     titles = [h.title for h in seg.headings]
     n = len(seg.line_starts)
     if not titles:
@@ -403,7 +403,7 @@ PREVIEW_LINES = 12
 PREVIEW_LINE_CHARS = 160
 
 
-class _Bounded:
+class BoundedLines:
     """Lines of text that never exceed a character budget (newlines included)."""
 
     def __init__(self, limit: int) -> None:
@@ -428,7 +428,7 @@ class _Bounded:
         return "\n".join(self.lines)
 
 
-def _outline(out: _Bounded, headings: Sequence[Heading], dropped: int = 0) -> None:
+def outline_lines(out: BoundedLines, headings: Sequence[Heading], dropped: int = 0) -> None:
     if not headings:
         return
     more = f", {dropped:,} more not indexed" if dropped else ""
@@ -446,7 +446,7 @@ def _outline(out: _Bounded, headings: Sequence[Heading], dropped: int = 0) -> No
         out.add(f"  … {len(headings) - shown} more headings")
 
 
-def _first_lines(out: _Bounded, text: str, starts: Positions) -> None:
+def first_lines(out: BoundedLines, text: str, starts: Positions) -> None:
     if not len(starts) or not out.add("first lines:"):
         return
     for number, start in enumerate(starts[:PREVIEW_LINES].tolist(), 1):

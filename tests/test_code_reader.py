@@ -235,8 +235,8 @@ def test_methods_and_qualnames() -> None:
     by_name = {s.qualname: s for s in index.symbols}
     assert by_name["TextReader.locate"].kind == "method"
     assert by_name["TextReader"].kind == "class"
-    assert by_name["_Bounded.add"].signature == "def add(self, line: str) -> bool"
-    assert "@dataclass(frozen=True)" in by_name["_View"].decorators
+    assert by_name["BoundedLines.add"].signature == "def add(self, line: str) -> bool"
+    assert "@dataclass(frozen=True)" in by_name["ScopedView"].decorators
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -261,8 +261,8 @@ def test_focus_round_trips_every_symbol() -> None:
 def test_focus_includes_decorators_and_docstring() -> None:
     source = _TEXT_PY.read_text()
     parsed = _parse("text.py", source)
-    text = READER.focus(parsed, "#_View").items[0].text
-    assert text.startswith('@dataclass(frozen=True)\nclass _View:\n    """The units a locate may pick from')
+    text = READER.focus(parsed, "#ScopedView").items[0].text
+    assert text.startswith('@dataclass(frozen=True)\nclass ScopedView:\n    """The units a locate may pick from')
 
 
 def test_shared_names_take_the_first_and_say_so() -> None:
