@@ -42,7 +42,18 @@ def _workspace(src: Path) -> None:
     shutil.copy(DATA / "logs" / "elastic-examples" / "apache_logs", src / "data" / "apache_logs")
     (src / "code").mkdir()
     shutil.copy(Path(__file__).resolve().parents[1] / "readers" / "ops.py", src / "code" / "ops.py")
+    (src / "web").mkdir()
+    (src / "web" / "guide.html").write_text(_PAGE)
     _malformed(src / "bad")
+
+
+_PAGE = """<!doctype html><html><head><title>Turbine guide</title><script>track()</script></head>
+<body><nav><a href="/">Home</a> <a href="/shop">Shop</a></nav>
+<div class="cookie-banner">We use cookies. Accept all?</div>
+<main><h1>Turbine guide</h1><p>Wind turbines convert kinetic energy into electricity.</p>
+<h2>Maintenance</h2><p>Gearboxes are inspected every 6 months; blades once a year.</p></main>
+<footer>Copyright 2026 Example Corp</footer></body></html>
+"""
 
 
 def _malformed(bad: Path) -> None:
@@ -190,3 +201,24 @@ def test_pdf_intent_is_page_anchored_and_focus_resolves_it(mount: Mount) -> None
     assert first["text"].strip() in focused
     scout = pack(mount, "pdf/pepsico.pdf@scout")
     assert "16 pages" in (scout["preview"] or "")
+
+
+def test_code_focus_on_a_symbol_returns_its_whole_definition(mount: Mount) -> None:
+    import ast
+
+    source = (mount.source / "code" / "ops.py").read_text()
+    node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "parse_where")
+    expected = "\n".join(source.splitlines()[node.lineno - 1 : node.end_lineno])
+    got = pack(mount, "code/ops.py@focus=#parse_where")
+    assert got["evidence"][0]["text"].rstrip() == expected.rstrip()
+    assert "parse_where" in (pack(mount, "code/ops.py@scout")["preview"] or "")
+
+
+def test_html_reads_the_main_text_without_boilerplate(mount: Mount) -> None:
+    full = pack(mount, "web/guide.html@full")["full_view"]
+    assert "Gearboxes are inspected every 6 months" in full and "Wind turbines convert" in full
+    for boilerplate in ("cookies", "Shop", "Copyright", "track()"):
+        assert boilerplate not in full
+    section = pack(mount, "web/guide.html@focus=#Maintenance")
+    assert section["decision"] == "native-fit"  # a small page comes back whole: cheaper than the protocol
+    assert "every 6 months" in section["full_view"]
