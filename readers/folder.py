@@ -81,6 +81,10 @@ class CollectionSource(Protocol):
         """A member parsed by its own Reader (cached by the caller); ReaderError if it cannot be."""
         ...
 
+    def cached(self, rel: str) -> bool:
+        """True when ``parsed(rel)`` would cost no parse (the time bound ignores those)."""
+        ...
+
 
 @dataclass(frozen=True)
 class MemberView:
@@ -124,19 +128,30 @@ class FolderReader(Reader):
     def parse(self, source: ArtifactSource) -> Parsed:
         raise UnsupportedArtifact("the folder Reader reads directories, not files", hint="ask about the file itself")
 
-    def parse_collection(self, source: CollectionSource, time_budget_s: float = PARSE_TIME_BUDGET_S) -> Parsed:
-        """Parse members in path order until the member, character or time bound."""
+    def parse_collection(self, source: CollectionSource, time_budget_s: float | None = None) -> Parsed:
+        """Parse members in path order until the member, character or time bound.
+
+        Members already parsed (cached by the source) are always included; at least
+        one new member is parsed per call, so repeated requests always progress.
+        """
         members, listed_out = source.members()
-        deadline = time.monotonic() + time_budget_s
+        budget = PARSE_TIME_BUDGET_S if time_budget_s is None else time_budget_s
+        deadline = time.monotonic() + budget
         parts: list[str] = []
         views: list[MemberView] = []
         readers: dict[str, tuple[Reader, Parsed]] = {}
         offset = unparsed = 0
+        fresh = 0
         for member in sorted(members, key=lambda m: m.rel)[:MAX_MEMBERS]:
-            if time.monotonic() > deadline or offset > MAX_FULL_VIEW_CHARS:
+            if offset > MAX_FULL_VIEW_CHARS:
+                views.append(MemberView(member.rel, member.size, "?", error="not indexed (folder size bound)"))
+                continue
+            cached = source.cached(member.rel)
+            if fresh and not cached and time.monotonic() > deadline:
                 views.append(MemberView(member.rel, member.size, "?", error="not indexed yet (time bound)"))
                 unparsed += 1
                 continue
+            fresh += not cached
             view, text = _member_view(source, member, offset, readers)
             views.append(view)
             if text:

@@ -17,15 +17,16 @@ from dataclasses import dataclass
 import xxhash
 
 from readers import registry
-from readers.base import ArtifactTooLarge, Parsed, Reader, UnsupportedArtifact
+from readers.base import ArtifactTooLarge, Parsed, Reader, ReaderError, UnsupportedArtifact
 from readers.folder import FolderReader
-from sparsefs.collection import DirectoryCollection, walk
+from sparsefs.collection import DirectoryCollection, Listing, walk
 from sparsefs.rootfs import SourceRoot
 
 StatKey = tuple[int, int, int, int]
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 8192
 _FOLDER = FolderReader()
+_PARSE_STRIPES = 16
 
 
 def stat_key(st: os.stat_result) -> StatKey:
@@ -80,6 +81,7 @@ class ArtifactCache:
         self._hashed: set[str] = set()
         self._readers: dict[str, Reader] = {}
         self._lock = threading.Lock()
+        self._parse_locks = [threading.Lock() for _ in range(_PARSE_STRIPES)]
         self.parses = 0
 
     def load(self, rel: str) -> Artifact:
@@ -107,7 +109,7 @@ class ArtifactCache:
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
-                return walk(self.root, rel).fingerprint()
+                return self._folder_version(rel, walk(self.root, rel))
             _check_regular(st)
             key = stat_key(st)
             if not self._take_dirty(rel):
@@ -121,17 +123,57 @@ class ArtifactCache:
         return self._fingerprint(key, data, fresh=True)
 
     def _load_folder(self, rel: str, st: os.stat_result) -> Artifact:
-        """A directory as a collection; cached only when every member was indexed."""
+        """A directory as a collection; cached only when every member was indexed.
+
+        The version is taken after parsing (members parsed now have content
+        fingerprints); a partial index gets a version of its own per indexed
+        count, so its packs are never frozen and its episodes never outlive it.
+        """
         listing = walk(self.root, rel)
-        fingerprint = listing.fingerprint()
-        cache_key = (fingerprint, _FOLDER.name)
+        known = self._folder_version(rel, listing)
         with self._lock:
-            parsed = self._parsed.get(cache_key)
+            parsed = self._parsed.get((known, _FOLDER.name))
         if parsed is None:
-            parsed = _FOLDER.parse_collection(DirectoryCollection(rel, listing, self._member))
-            if parsed.data.get("complete"):
-                self._remember(cache_key, parsed)
-        return Artifact(rel, fingerprint, stat_key(st), _FOLDER, parsed)
+            source = DirectoryCollection(rel, listing.members, listing.left_out, self._member, self._is_cached)
+            parsed = _FOLDER.parse_collection(source)
+        version = self._folder_version(rel, listing)
+        if parsed.data.get("complete"):
+            self._remember((version, _FOLDER.name), parsed)
+        else:
+            version = xxhash.xxh3_128_hexdigest(f"{version} partial {len(parsed.full_view)}".encode())
+        return Artifact(rel, version, stat_key(st), _FOLDER, parsed)
+
+    def _folder_version(self, rel: str, listing: Listing) -> str:
+        """xxh3-128 over each member's path and content fingerprint (else its stat key)."""
+        digest = xxhash.xxh3_128()
+        for member, key in zip(listing.members, listing.keys, strict=True):
+            digest.update(f"{member.rel}\0{self._member_version(_join(rel, member.rel), key)}\n".encode(
+                "utf-8", "surrogateescape"))
+        digest.update(f"left-out {listing.left_out}".encode())
+        return digest.hexdigest()
+
+    def _member_version(self, rel: str, key: StatKey) -> str:
+        if rel in self._dirty:
+            try:
+                return self.fingerprint(rel)  # written since it was hashed: hash it again now
+            except (OSError, ReaderError):
+                return "unreadable"
+        with self._lock:
+            known = self._fingerprints.get(key)
+        return known or "stat:{}:{}:{}:{}".format(*key)
+
+    def _is_cached(self, rel: str) -> bool:
+        """Would loading ``rel`` now cost no parse? (stat only; False when unsure)"""
+        try:
+            st = self.root.lstat(rel)
+        except OSError:
+            return False
+        with self._lock:
+            fingerprint = self._fingerprints.get(stat_key(st))
+            reader = self._readers.get(fingerprint) if fingerprint else None
+            if fingerprint is None or reader is None or rel in self._dirty:
+                return False
+            return (fingerprint, reader.name) in self._parsed
 
     def _member(self, rel: str) -> tuple[Reader, Parsed]:
         try:
@@ -187,18 +229,22 @@ class ArtifactCache:
         return digest
 
     def _parse(self, fingerprint: str, reader: Reader, name: str, data: bytes) -> Parsed:
+        """Parse once per (fingerprint, Reader): concurrent loads of one version wait for the first."""
         cache_key = (fingerprint, reader.name)
-        with self._lock:
-            if cache_key in self._parsed:
-                self._parsed.move_to_end(cache_key)
-                return self._parsed[cache_key]
-        parsed = reader.parse(BytesSource(name, data))
-        self._remember(cache_key, parsed)
+        with self._parse_locks[hash(cache_key) % _PARSE_STRIPES]:
+            with self._lock:
+                if cache_key in self._parsed:
+                    self._parsed.move_to_end(cache_key)
+                    return self._parsed[cache_key]
+            parsed = reader.parse(BytesSource(name, data))
+            self._remember(cache_key, parsed)
         return parsed
 
     def _remember(self, cache_key: tuple[str, str], parsed: Parsed) -> None:
         with self._lock:
             self.parses += 1
+            old = self._parsed.pop(cache_key, None)
+            self._parsed_chars -= len(old.full_view) if old is not None else 0
             self._parsed[cache_key] = parsed
             self._parsed_chars += len(parsed.full_view)
             while self._parsed_chars > self.max_parsed_chars and len(self._parsed) > 1:
@@ -242,3 +288,7 @@ def _read_all(fd: int, size: int) -> bytes:
     if len(data) > MAX_ARTIFACT_BYTES:
         raise ArtifactTooLarge("artifact grew past the evidence bound while reading", hint="retry")
     return data
+
+
+def _join(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name

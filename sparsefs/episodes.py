@@ -76,6 +76,12 @@ class EpisodeStore:
                 return current
             return self._start(artifact, fingerprint, objective, full_view_chars)
 
+    def detached(self, artifact: str, fingerprint: str, objective: str, full_view_chars: int) -> Episode:
+        """An episode of its own for an exact operation: the open episode (what refine,
+        verify and focus continue) stays the artifact's sparse reading."""
+        with self.lock:
+            return self._start(artifact, fingerprint, objective, full_view_chars, open_=False)
+
     def previous_fingerprint(self, artifact: str) -> str | None:
         with self.lock:
             current = self._current(artifact)
@@ -93,10 +99,13 @@ class EpisodeStore:
         episode_id = self._open.get(artifact)
         return self._episodes.get(episode_id) if episode_id else None
 
-    def _start(self, artifact: str, fingerprint: str, objective: str, full_view_chars: int) -> Episode:
+    def _start(
+        self, artifact: str, fingerprint: str, objective: str, full_view_chars: int, open_: bool = True
+    ) -> Episode:
         episode = Episode(f"e{next(self._ids)}", artifact, fingerprint, objective, Budget(full_view_chars))
         self._episodes[episode.id] = episode
-        self._open[artifact] = episode.id
+        if open_:
+            self._open[artifact] = episode.id
         while len(self._episodes) > self._max:
             self._episodes.popitem(last=False)
         return episode

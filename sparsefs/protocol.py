@@ -7,6 +7,7 @@ admission on sizes only; the Reader only locates evidence.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, replace
 
@@ -15,7 +16,7 @@ from readers.base import Batch, EvidenceItem, ReaderError, ReadIntent, SlotCover
 from readers.ops import OPERATIONS, build_operation
 from sparsefs.artifacts import Artifact, ArtifactCache
 from sparsefs.episodes import Episode, EpisodeStore
-from sparsefs.grammar import VirtualRequest
+from sparsefs.grammar import OPERATION_OPTION_KEYS, VirtualRequest
 from sparsefs.pack import (
     CoverageOut,
     ErrorOut,
@@ -28,6 +29,7 @@ from sparsefs.pack import (
 )
 from sparsefs.steps import next_steps
 
+_LOG = logging.getLogger(__name__)
 PREVIEW_CHARS = 2_000
 DEFAULT_PACK_CHARS = 1_500
 MAX_PACK_CHARS = 6_000
@@ -54,18 +56,29 @@ class Protocol:
         self._lock = threading.Lock()
 
     def serve(self, rel: str, request: VirtualRequest) -> Served:
-        """Answer one access; ReaderError becomes an error pack, OSError propagates."""
+        """Answer one access; ReaderError becomes an error pack, OSError propagates.
+
+        Any other exception is a bug in a Reader: it is logged with its traceback
+        and answered with an error pack, so one bad artifact never fails the mount.
+        """
         try:
             artifact = self.artifacts.load(rel)
         except ReaderError as err:
             return error_pack(rel, request, err.message, err.hint)
+        except OSError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a Reader bug must not escape as EIO
+            return _internal_error(rel, request, err)
         with self._lock:
-            served = self._serve_locked(artifact, request)
+            try:
+                served = self._serve_locked(artifact, request)
+            except Exception as err:  # noqa: BLE001 - same: answer, log, keep serving
+                return _internal_error(rel, request, err, artifact)
         return replace(served, version=artifact.fingerprint)
 
     def _serve_locked(self, artifact: Artifact, request: VirtualRequest) -> Served:
         changed = self._changed_flag(artifact)
-        refused = _refusal(artifact, request)
+        refused = _refusal(artifact, request) or _misplaced_options(artifact, request)
         if refused is not None:
             return refused
         if request.action in OPERATIONS:
@@ -129,8 +142,8 @@ class Protocol:
     def _exact(self, artifact: Artifact, request: VirtualRequest, flags: list[str]) -> Served:
         """An exact operation: the result is admitted like any batch; no native fit, no fallback
         to the full view unless the result itself would not fit the budget."""
-        episode = self.episodes.ensure(
-            artifact.rel, artifact.fingerprint, request.action, _objective(request), len(artifact.parsed.full_view),
+        episode = self.episodes.detached(
+            artifact.rel, artifact.fingerprint, _objective(request), len(artifact.parsed.full_view)
         )
         episode.reads += 1
         return self._sparse(artifact, request, episode, flags)
@@ -247,6 +260,28 @@ def _refusal(artifact: Artifact, request: VirtualRequest) -> Served | None:
     return error_pack(
         artifact.rel, request, f"the {reader.name} Reader has no @{request.action}",
         f"this file supports {offered}", artifact,
+    )
+
+
+def _misplaced_options(artifact: Artifact, request: VirtualRequest) -> Served | None:
+    """Operation options (where, by, ...) outside an exact operation would be silently ignored."""
+    misplaced = sorted(key for key in request.options if key in OPERATION_OPTION_KEYS)
+    if request.action in OPERATIONS or not misplaced:
+        return None
+    options = ", ".join(f"&{key}=" for key in misplaced)
+    return error_pack(
+        artifact.rel, request, f"{options} only applies to exact operations (@sum, @count, @rows, @filter, ...)",
+        f"drop {options} from @{request.action}, or write a literal '&' in the text as %26", artifact,
+    )
+
+
+def _internal_error(rel: str, request: VirtualRequest, err: Exception, artifact: Artifact | None = None) -> Served:
+    reader = artifact.reader.name if artifact else "artifact"
+    _LOG.error("internal error serving %s@%s", rel, request.action, exc_info=err)
+    return error_pack(
+        rel, request, f"internal error in the {reader} Reader ({type(err).__name__}: {str(err)[:200]})",
+        "read the original with @raw or plain tools; this is a bug worth reporting (the daemon log has details)",
+        artifact,
     )
 
 

@@ -11,11 +11,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from readers import registry
+from readers import folder, registry
 from readers.base import Parsed, Reader, ReaderError
 from readers.folder import FolderReader, Member
+from readers.ops import OPERATIONS
+from readers.text import TextReader
+from sparsefs import collection
+from sparsefs.artifacts import ArtifactCache
 from sparsefs.core import Core
+from sparsefs.grammar import parse_suffix
 from sparsefs.pack import EvidencePack
+from sparsefs.protocol import Protocol
 from sparsefs.rootfs import SourceRoot
 from sparsefs.stats import Stats
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
@@ -33,6 +39,9 @@ class MemoryCollection:
 
     def members(self) -> tuple[Sequence[Member], int]:
         return [Member(rel, len(data), 0) for rel, data in self.files.items()], 0
+
+    def cached(self, rel: str) -> bool:
+        return False
 
     def parsed(self, rel: str) -> tuple[Reader, Parsed]:
         data = self.files[rel]
@@ -164,3 +173,107 @@ def test_member_error_does_not_fail_the_folder() -> None:
     assert "bin.dat" in FolderReader().preview(parsed, 4000)
     with pytest.raises(ReaderError):
         FolderReader().focus(parsed, "bin.dat")
+
+
+# -- versions, partial indexes and bounds (review findings) -------------------------------
+
+
+def _protocol(src: Path) -> tuple[SourceRoot, Protocol]:
+    root = SourceRoot.open(str(src))
+    return root, Protocol(ArtifactCache(root))
+
+
+def _serve(protocol: Protocol, rel: str, suffix: str) -> EvidencePack:
+    return protocol.serve(rel, parse_suffix(suffix, OPERATIONS)).pack
+
+
+def test_folders_with_equal_names_sizes_and_mtimes_do_not_share_a_parse(tmp_path: Path) -> None:
+    for name, word in (("g", "GGGG"), ("h", "HHHH")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.txt").write_text(f"content of {word}\n")
+    stamp = os.stat(tmp_path / "g" / "a.txt").st_mtime_ns
+    os.utime(tmp_path / "h" / "a.txt", ns=(stamp, stamp))  # as cp -a, tar or rsync -a leave them
+    root, protocol = _protocol(tmp_path)
+    assert "GGGG" in (_serve(protocol, "g", "full").full_view or "")
+    assert "HHHH" in (_serve(protocol, "h", "full").full_view or "")
+    root.close()
+
+
+def test_a_rewrite_keeping_size_and_mtime_reaches_the_folder_once_marked(tmp_path: Path) -> None:
+    (tmp_path / "f").mkdir()
+    member = tmp_path / "f" / "a.txt"
+    member.write_text("version ONE\n")
+    root, protocol = _protocol(tmp_path)
+    assert "ONE" in (_serve(protocol, "f", "full").full_view or "")
+    stamp = os.stat(member).st_mtime_ns
+    member.write_text("version TWO\n")
+    os.utime(member, ns=(stamp, stamp))
+    protocol.artifacts.mark_dirty("f/a.txt")  # what a write through the mount or the watcher does
+    assert "TWO" in (_serve(protocol, "f", "full").full_view or "")
+    root.close()
+
+
+def test_a_partial_index_progresses_and_never_outlives_its_episode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(folder, "PARSE_TIME_BUDGET_S", 0.0)  # one member per request
+    (tmp_path / "d").mkdir()
+    for i in range(3):
+        (tmp_path / "d" / f"m{i}.txt").write_text(f"member {i} alpha\n" * 400)
+    root, protocol = _protocol(tmp_path)
+    first = _serve(protocol, "d", "intent=alpha")
+    assert "partial-index" in first.flags
+    lengths = [first.exposure.full_view_chars]
+    while "partial-index" in (pack := _serve(protocol, "d", "intent=alpha")).flags:
+        lengths.append(pack.exposure.full_view_chars)
+    lengths.append(pack.exposure.full_view_chars)
+    assert lengths == sorted(lengths) and len(set(lengths)) == 3  # one more member each time
+    full = _serve(protocol, "d", "full")
+    assert full.exposure.full_view_chars == len(full.full_view or "")  # L of this episode is what it delivers
+    root.close()
+
+
+def test_the_walk_stops_stat_ing_at_its_bound_and_counts_what_it_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collection, "MAX_WALK_ENTRIES", 5)
+    for i in range(8):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    (tmp_path / "node_modules").mkdir()
+    root = SourceRoot.open(str(tmp_path))
+    listing = collection.walk(root, "")
+    assert len(listing.members) == 5 and listing.left_out == 4  # 3 files past the bound + node_modules
+    root.close()
+
+
+def test_exact_operations_do_not_take_over_the_sparse_episode(tmp_path: Path) -> None:
+    shutil.copy(DATA / "csv" / "elastic-examples" / "zip_codes.csv", tmp_path / "zip.csv")
+    root, protocol = _protocol(tmp_path)
+    first = _serve(protocol, "zip.csv", "intent=Boston")
+    _serve(protocol, "zip.csv", "count")
+    again = _serve(protocol, "zip.csv", "refine=Boston")
+    assert again.episode == first.episode
+    seen = {e.anchor for e in first.evidence}
+    assert not seen & {e.anchor for e in again.evidence}
+    root.close()
+
+
+def test_operation_options_outside_an_operation_are_an_error_pack(tmp_path: Path) -> None:
+    shutil.copy(DATA / "csv" / "datasets-covid-19" / "reference.csv", tmp_path / "r.csv")
+    root, protocol = _protocol(tmp_path)
+    pack = _serve(protocol, "r.csv", "intent=population&where=Country_Region:Germany")
+    assert pack.decision == "error" and "&where=" in pack.error.message  # type: ignore[union-attr]
+    root.close()
+
+
+def test_a_reader_bug_is_an_error_pack_not_an_exception(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.txt").write_text("some words here\n" * 500)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(TextReader, "locate", broken)
+    root, protocol = _protocol(tmp_path)
+    pack = _serve(protocol, "a.txt", "intent=words")
+    assert pack.decision == "error" and "ZeroDivisionError" in pack.error.message  # type: ignore[union-attr]
+    root.close()
