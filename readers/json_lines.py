@@ -8,7 +8,10 @@ served). Records are the valid lines; fields are dotted paths
 match). The timestamp field for ``since``/``until`` is detected by name
 (``@timestamp``, ``timestamp``, ``time`` ...) and may hold ISO text or epoch
 seconds / milliseconds. Exact operations and intent reads are those of
-:mod:`readers.log_ops` and :mod:`readers.log_lines`.
+:mod:`readers.log_ops` and :mod:`readers.log_lines`: every operation takes
+``where``, ``since``/``until`` and ``rows`` (a range of records, i.e. of the
+valid lines, in file order); ``count`` and ``sum|mean|min|max`` also take
+``by=field``; other options are refused.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import jsonpath
 import orjson
 
-from readers import log_lines, log_ops
+from readers import json_query, log_lines, log_ops
 from readers.base import (
     ArtifactSource,
     ArtifactTooLarge,
@@ -35,7 +38,7 @@ from readers.base import (
     UnsupportedArtifact,
 )
 from readers.json_shape import kind, sample
-from readers.ops import BadOperation, Operation
+from readers.ops import BadOperation, Operation, PatternClock
 
 SURVEY = 10_000
 """Records whose keys are surveyed for the preview and field checks."""
@@ -74,6 +77,7 @@ def _scalar(value: Any) -> str | float | int | None:
 
 class JsonlTable(log_ops.RecordTable):
     unit = "records"
+    reader = "jsonl"
 
     def __init__(self, parsed: Parsed) -> None:
         self.parsed = parsed
@@ -102,12 +106,14 @@ class JsonlTable(log_ops.RecordTable):
         values = self.values
         if name.startswith("$"):
             try:
-                compiled = jsonpath.compile(name)
+                compiled = json_query.compile_query(name)
             except jsonpath.JSONPathError as err:
                 raise BadOperation(f"bad JSONPath {name!r}: {str(err).splitlines()[0]}", hint=self._hint()) from None
+            clock = PatternClock()  # one regex budget for this field over all records
 
             def first(i: int) -> str | float | int | None:
-                match = compiled.match(values[i])
+                with json_query.clocked(clock):
+                    match = compiled.match(values[i])
                 return _scalar(match.obj) if match else None
 
             return first

@@ -5,26 +5,90 @@ in the full view; evaluation stops at :data:`MAX_MATCHES` matches or
 :data:`MAX_SECONDS`, and recursive descent (``..``) is refused on documents
 over :data:`DESCENT_LIMIT` characters. The exact operations (``path``,
 ``count``, ``distinct``, ``sum/mean/min/max``) work on the matched values.
+Regular expressions inside a query (``match()``, ``search()``, ``=~ /re/``)
+run with the ``regex`` package under one :class:`readers.ops.PatternClock`
+per evaluation, so a catastrophic pattern is refused as "too slow".
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import jsonpath
 import orjson
+import regex  # type: ignore[import-untyped]
+from jsonpath import function_extensions
 
 from readers.base import BadAnchor, ReaderError
 from readers.json_spans import Parts, Span, Tree, path_label
-from readers.ops import BadOperation, as_number
+from readers.ops import MAX_PATTERN, BadOperation, Pattern, PatternClock, as_number
 
 MAX_MATCHES = 100_000
 MAX_SECONDS = 5.0
 DESCENT_LIMIT = 16 * 1024 * 1024
-_ENV = jsonpath.JSONPathEnvironment()
+_CLOCK: ContextVar[PatternClock | None] = ContextVar("json_query_clock", default=None)
+_FLAGS = ((2, regex.IGNORECASE), (8, regex.MULTILINE), (16, regex.DOTALL))
+"""re.I/M/S -> regex flags, for ``=~ /pattern/ims`` literals (compiled by python-jsonpath with ``re``)."""
+
+
+def _timed(compiled: Any, text: str, full: bool) -> bool:
+    """One regex test of a JSONPath filter, under the current evaluation's time budget."""
+    source = str(getattr(compiled, "pattern", ""))
+    if len(source) > MAX_PATTERN:
+        raise BadOperation(f"a pattern of {len(source):,} characters; at most {MAX_PATTERN}", hint=_HINT)
+    clock = _CLOCK.get() or PatternClock()
+    return clock.search(Pattern(source, compiled), text, full)
+
+
+class _Match(function_extensions.Match):
+    def __call__(self, value: object, pattern: object) -> bool:
+        compiled = self.check_cache(pattern) if isinstance(value, str) and isinstance(pattern, str) else None
+        return compiled is not None and _timed(compiled, str(value), full=True)
+
+
+class _Search(function_extensions.Search):
+    def __call__(self, value: object, pattern: object) -> bool:
+        compiled = self.check_cache(pattern) if isinstance(value, str) and isinstance(pattern, str) else None
+        return compiled is not None and _timed(compiled, str(value), full=False)
+
+
+class BoundedEnvironment(jsonpath.JSONPathEnvironment):
+    """python-jsonpath with every regular expression evaluated under a time budget."""
+
+    def setup_function_extensions(self) -> None:
+        super().setup_function_extensions()
+        self.function_extensions["match"] = _Match()
+        self.function_extensions["search"] = _Search()
+
+    def compare(self, left: object, operator: str, right: object) -> bool:
+        if operator == "=~" and isinstance(left, str) and hasattr(right, "fullmatch"):
+            return _timed(_literal(right), left, full=True)
+        return bool(super().compare(left, operator, right))
+
+
+_literal_cache: dict[tuple[str, int], Any] = {}
+
+
+def _literal(pattern: Any) -> Any:
+    """A ``re`` pattern literal recompiled with ``regex`` (for its timeout)."""
+    key = (str(pattern.pattern), int(pattern.flags))
+    if key not in _literal_cache:
+        flags = 0
+        for bit, flag in _FLAGS:
+            if key[1] & bit:
+                flags |= flag
+        if len(_literal_cache) > 256:
+            _literal_cache.clear()
+        _literal_cache[key] = regex.compile(key[0], flags)
+    return _literal_cache[key]
+
+
+_ENV = BoundedEnvironment()
 _HINT = "write a JSONPath (RFC 9535) like $.items[*].id, $['a b'][0] or $.items[?@.state=='open'].title"
 
 
@@ -57,6 +121,7 @@ def evaluate(
     if ".." in text and len(tree.text) > DESCENT_LIMIT:
         raise error(f"recursive descent (..) over {len(tree.text):,} characters is refused",
                     hint="name the path explicitly, e.g. $.data[*].id (see @scout for the shape)")
+    token = _CLOCK.set(PatternClock())
     try:
         compiled = _ENV.compile(text)
         found: list[Match] = []
@@ -73,7 +138,30 @@ def evaluate(
         raise error(f"bad JSONPath {query!r}: {str(err).splitlines()[0]}", hint=_HINT) from None
     except RecursionError:
         raise error(f"JSONPath {query!r} recursed too deep", hint=_HINT) from None
+    finally:
+        _CLOCK.reset(token)
     return Result(found, True)
+
+
+def compile_query(query: str) -> Any:
+    """A compiled JSONPath in the bounded environment (jsonpath.JSONPathError when malformed)."""
+    return _ENV.compile(query)
+
+
+def clocked(clock: PatternClock) -> _Clocked:
+    """Context for queries sharing one pattern budget: ``with json_query.clocked(clock): ...``."""
+    return _Clocked(clock)
+
+
+class _Clocked:
+    def __init__(self, clock: PatternClock) -> None:
+        self.clock = clock
+
+    def __enter__(self) -> None:
+        self.token = _CLOCK.set(self.clock)
+
+    def __exit__(self, *exc: object) -> None:
+        _CLOCK.reset(self.token)
 
 
 def minified(value: Any) -> str:
@@ -96,12 +184,21 @@ def numbers(result: Result) -> list[float]:
         value = m.value
         if isinstance(value, bool) or value is None:
             continue
-        number = float(value) if isinstance(value, (int, float)) else None
+        number = _finite(value) if isinstance(value, (int, float)) else None
         if isinstance(value, str):
             number = as_number(value)
         if number is not None:
             out.append(number)
     return out
+
+
+def _finite(value: float) -> float | None:
+    """A JSON number as a finite float (None past the float range, e.g. a 400-digit integer)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def bad_anchor(anchor: str, tree: Tree) -> BadAnchor:

@@ -7,8 +7,11 @@ the cheapest faithful rendering; its length is L. Anchors are JSONPath
 view (an object member with its key, ``"id":3``). Intent reads are BM25 over
 units (values up to 400 characters, small siblings grouped, see
 :mod:`readers.json_spans`), each indexed with the key names above it.
-Exact operations: ``path`` (matched values with their concrete paths),
-``count``, ``distinct`` and ``sum/mean/min/max`` over a JSONPath's matches.
+Exact operations: ``path`` (a head item, then one item per match anchored by
+its concrete path), ``count``, ``distinct`` and ``sum/mean/min/max`` over a
+JSONPath's matches (one item: a head line, then the result lines). They take
+no options: the filter goes inside the JSONPath (``$.items[?@.size>100]``),
+and ``where``/``by``/``rows``/``since``/``until``/``cols``/``sheet`` are refused.
 
 Bounds: orjson refuses nesting deeper than 1024 levels and the full view
 cannot serialise more than 254, so deeper documents are refused at once with
@@ -44,13 +47,15 @@ from readers.base import (
 from readers.bm25index import blocked_mask, content_tokens, select, smoothed
 from readers.json_shape import shape
 from readers.json_spans import Tree, Unit, path_label, run_label
-from readers.ops import BadOperation, Operation, format_number
+from readers.ops import Operation, format_number, reduce_numbers, require_options
 
 _RAW_HINT = "read the original bytes with @raw"
 _FOCUS_ITEMS = 200
 _BIG_INT = re.compile(rb"[:\[,]\s*-?\d{20,}(?![\d.eE])")
 """An integer token of 20+ digits: orjson reads those past 64 bits as floats."""
 _METHOD = "bm25+neighbours"
+_FILTER_HINT = ("a JSON document takes its filter inside the JSONPath (no &where=, &by=, &rows=, &since=, "
+                "&until=, &cols=, &sheet=): e.g. @count=$.items[?@.state=='open'] or @path=$.items[?@.size>100].name")
 _LARGE_HINT = "narrow it with &scope=$.some.part (see @scout), or use the exact @path= / @count="
 
 
@@ -148,29 +153,23 @@ class JsonReader(Reader):
     def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
         if operation.name not in self.operations:
             return super().operate(parsed, operation, max_chars)
-        if operation.where or operation.by or operation.since or operation.until or operation.rows:
-            raise BadOperation("a JSON document takes its filter inside the JSONPath",
-                               hint="write e.g. @count=$.items[?@.state=='open'] or @path=$.items[?@.size>100].name")
+        require_options(operation, frozenset(), "json", hint=_FILTER_HINT)
         tree = _tree(parsed)
         target = operation.target or ("$[*]" if isinstance(tree.value, (dict, list)) else "$")
         result = json_query.evaluate(tree, target, spans=False)
         note = f"{target}" + ("" if result.complete else f"; stopped after {len(result.matches):,} matches")
-        name, n = operation.name, len(result.matches)
+        name, n, label = operation.name, len(result.matches), json_query.normalise(target)
         head = f"{n:,} matches of {target}"
         if name == "path":
-            lines = json_query.path_lines(result)
-            return _results(parsed, json_query.normalise(target), head, lines, n, note, max_chars)
-        if name == "count":
-            return _results(parsed, json_query.normalise(target), head, [], n, note, max_chars)
+            return _results(parsed, label, head, json_query.path_lines(result), n, note, max_chars)
+        lines: list[str] = []
         if name == "distinct":
-            lines = [(json_query.normalise(target), line) for line in json_query.distinct_lines(result)]
-            return _results(parsed, json_query.normalise(target), head, lines, n, note, max_chars)
-        values = json_query.numbers(result)
-        head += f"; {len(values):,} numeric"
-        answer = {"sum": sum(values), "mean": sum(values) / len(values) if values else 0.0,
-                  "min": min(values, default=0.0), "max": max(values, default=0.0)}[name]
-        lines = [(json_query.normalise(target), f"{name} = {format_number(answer)}" if values else "no numeric value")]
-        return _results(parsed, json_query.normalise(target), head, lines, n, note, max_chars)
+            lines = json_query.distinct_lines(result)
+        elif name != "count":
+            values = json_query.numbers(result)
+            head += f"; {len(values):,} numeric"
+            lines = [f"{name} = {format_number(reduce_numbers(name, values))}" if values else "no numeric value"]
+        return _aggregate(parsed, label, head, lines, n, note, max_chars)
 
 
 def json_query_kind(value: Any) -> str:
@@ -258,6 +257,24 @@ def _coverage(
     best = [int(u) for u in np.argsort(-scores, kind="stable")[:3] if scores[u] > 0]
     return SlotCoverage(slot, "unresolved", candidates=tuple(run_label(_tree(parsed), units[u].first, units[u].last)
                                                             for u in best))
+
+
+def _aggregate(
+    parsed: Parsed, label: str, head: str, lines: list[str], total: int, note: str, max_chars: int
+) -> Batch:
+    """One result item: the head line then result lines, cut at whole lines within ``max_chars``."""
+    shown = [head[: max(1, max_chars)]]
+    used = len(shown[0])
+    for line in lines:
+        if used + len(line) + 1 > max_chars:
+            break
+        shown.append(line)
+        used += len(line) + 1
+    count = len(shown) - 1
+    flags = ("results-truncated",) if count < len(lines) else ()
+    more = f"; showing {count:,} of {len(lines):,} results" if flags else ""
+    item = EvidenceItem(Anchor(label, 0, 0), "\n".join(shown))
+    return Batch((item,), Scope(total, "values", "exact", len(parsed.full_view), note + more), flags=flags)
 
 
 def _results(

@@ -243,6 +243,8 @@ def records_batch(
     fits; k bounds the records shown.
     """
     head = f"{total:,} matching of {scanned[0]:,} {scanned[1]}" + (f" ({note})" if note else "")
+    if len(head) > max_chars:
+        head = head[: max(1, max_chars - 1)] + "…"
     items = [_result(head, parsed)]
     room = max_chars - len(head)
     limit = len(records) if k is None else min(k, len(records))

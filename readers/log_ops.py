@@ -10,27 +10,48 @@ answers, over ALL records:
 - ``distinct=field`` - the distinct values with their counts;
 - ``sum|mean|min|max=field`` - over the numeric values of matching records.
 
-Every one takes ``where`` (readers.ops conditions on fields) and
+Options: every one takes ``where`` (readers.ops conditions on fields),
 ``since``/``until`` (inclusive, ISO-like prefixes ``2015-05-17T10:05``; a
-record's timestamp is normalised to ``YYYY-MM-DDTHH:MM:SS``). REGEX is a
-case-insensitive regular expression searched in the record's text (like
-``grep -i -E``).
+record's timestamp is normalised to ``YYYY-MM-DDTHH:MM:SS``) and ``rows``
+(a 1-based range of records/entries in file order, not of lines); ``count``
+and ``sum|mean|min|max`` also take ``by=field`` (the result per value of the
+field, largest first, at most k). Any other option (``cols``, ``sheet``, ``by``
+on ``filter``/``distinct``) is refused with BadOperation rather than ignored.
+REGEX is a case-insensitive regular expression searched in the record's text
+(like ``grep -i -E``), with the time budget of :class:`readers.ops.PatternClock`.
+Sums are :func:`readers.ops.safe_fsum` (an overflow is said, never raised).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from readers import log_lines
 from readers.base import Batch, Parsed
-from readers.ops import BadOperation, Operation, as_number, format_number, matches
+from readers.ops import (
+    BadOperation,
+    Operation,
+    PatternClock,
+    as_number,
+    compile_pattern,
+    format_number,
+    matches,
+    reduce_numbers,
+    require_options,
+)
 
 Value = str | float | int | None
 Getter = Callable[[int], Value]
 OPERATIONS = frozenset({"filter", "count", "distinct", "sum", "mean", "min", "max"})
+_COMMON = frozenset({"where", "since", "until", "rows"})
+_GROUPED = frozenset({"count", "sum", "mean", "min", "max"})
+DEFAULT_K = 20
+_REGEX_HINT = "write @filter=<regex>, e.g. @filter=timeout|refused (case-insensitive)"
 _TIME_BOUND = re.compile(r"\d{4}(?:-\d\d(?:-\d\d(?:[T ]\d\d(?::\d\d(?::\d\d(?:\.\d+)?)?)?)?)?)?")
 _TIME_HINT = "write &since=/&until= as an ISO-like prefix: 2015-05-17, 2015-05-17T10:05 or 2015-05-17T10:05:03"
 
@@ -39,6 +60,7 @@ class RecordTable(ABC):
     """The records of one parsed file, as the exact operations see them."""
 
     unit: str = "records"
+    reader: str = "log"
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -65,8 +87,10 @@ class RecordTable(ABC):
 
 
 def operate(parsed: Parsed, table: RecordTable, operation: Operation, max_chars: int) -> Batch:
-    keep = _predicate(table, operation)
     name = operation.name
+    allowed = _COMMON | {"by"} if name in _GROUPED else _COMMON
+    require_options(operation, allowed, table.reader)
+    keep = _predicate(table, operation)
     note = _note(operation, table)
     if name == "filter" or (name == "count" and operation.by is None):
         return _filter(parsed, table, keep, note, max_chars, operation.k if name == "filter" else 0)
@@ -75,45 +99,66 @@ def operate(parsed: Parsed, table: RecordTable, operation: Operation, max_chars:
         assert field is not None
         return _group(parsed, table, keep, field, note, max_chars)
     assert operation.target is not None
+    if operation.by is not None:
+        return _aggregate_by(parsed, table, keep, operation, note, max_chars)
     return _aggregate(parsed, table, keep, name, operation.target, note, max_chars)
 
 
 def _note(operation: Operation, table: RecordTable) -> str:
-    parts = [f"{table.unit}: all"]
+    parts = [f"{table.unit}: all"] if operation.rows is None else []
     if operation.target and operation.name in ("filter", "count"):
         parts.append(f"text ~ /{operation.target}/i")
-    described = operation.describe_filter()
+    described = operation.describe_filter(table.unit)
     if described:
         parts.append(described)
     return "; ".join(parts)
 
 
-def _predicate(table: RecordTable, operation: Operation) -> Callable[[int], bool]:
-    """Record index -> does it pass the regex, where, since and until?"""
-    pattern = _regex(operation.target) if operation.name in ("filter", "count") and operation.target else None
+@dataclass(frozen=True)
+class Chosen:
+    """The records in range (``span``) and the test each must pass (``test``)."""
+
+    span: range
+    test: Callable[[int], bool]
+
+    def __iter__(self) -> Iterator[int]:
+        return (i for i in self.span if self.test(i))
+
+
+def _predicate(table: RecordTable, operation: Operation) -> Chosen:
+    """Record index -> does it pass the rows, regex, where, since and until?"""
+    target = operation.target if operation.name in ("filter", "count") else None
+    pattern = compile_pattern(target, _REGEX_HINT) if target else None
     conditions = [(c, table.getter(c.field)) for c in operation.where]
     since, until = _bound(operation.since), _bound(operation.until)
     if (since or until) and table.time_field() is None:
         raise BadOperation("these records have no timestamp to bound", hint="filter with &where= on a field instead")
+    first, last = _range(table, operation)
+    clock = PatternClock()
 
     def keep(i: int) -> bool:
         if since or until:
             stamp = table.time(i)
             if stamp is None or (since and stamp[: len(since)] < since) or (until and stamp[: len(until)] > until):
                 return False
-        if any(not matches(c, get(i)) for c, get in conditions):
+        if any(not matches(c, get(i), clock) for c, get in conditions):
             return False
-        return pattern is None or pattern.search(table.text(i)) is not None
+        return pattern is None or clock.search(pattern, table.text(i))
 
-    return keep
+    return Chosen(range(first, last + 1), keep)
 
 
-def _regex(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text, re.IGNORECASE)
-    except re.error as err:
-        hint = "write @filter=<regex>, e.g. @filter=timeout|refused"
-        raise BadOperation(f"bad regular expression {text!r}: {err}", hint=hint) from None
+def _range(table: RecordTable, operation: Operation) -> tuple[int, int]:
+    """The 0-based inclusive record range of ``rows`` (all records without it)."""
+    if operation.rows is None:
+        return 0, len(table) - 1
+    first, last = operation.rows
+    if first > len(table):
+        raise BadOperation(
+            f"{table.unit} {first}-{last} are past the {len(table):,} {table.unit} of this file",
+            hint=f"use &rows= within 1-{len(table)} (counted in {table.unit}, not lines)",
+        )
+    return first - 1, min(last, len(table)) - 1
 
 
 def _bound(text: str | None) -> str | None:
@@ -125,17 +170,13 @@ def _bound(text: str | None) -> str | None:
     return text.replace(" ", "T")
 
 
-def _matching(table: RecordTable, keep: Callable[[int], bool]) -> Iterator[int]:
-    return (i for i in range(len(table)) if keep(i))
-
-
 def _filter(
-    parsed: Parsed, table: RecordTable, keep: Callable[[int], bool], note: str, max_chars: int, k: int | None
+    parsed: Parsed, table: RecordTable, keep: Chosen, note: str, max_chars: int, k: int | None
 ) -> Batch:
     shown: list[log_lines.Record] = []
     total = 0
     cap = max_chars // 2 + 1 if k is None else min(k, max_chars // 2 + 1)
-    for i in _matching(table, keep):
+    for i in keep:
         total += 1
         if len(shown) < cap:
             shown.append(table.lines(i))
@@ -143,12 +184,12 @@ def _filter(
 
 
 def _group(
-    parsed: Parsed, table: RecordTable, keep: Callable[[int], bool], field: str, note: str, max_chars: int
+    parsed: Parsed, table: RecordTable, keep: Chosen, field: str, note: str, max_chars: int
 ) -> Batch:
     get = table.getter(field)
     counts: Counter[str] = Counter()
     missing = total = 0
-    for i in _matching(table, keep):
+    for i in keep:
         total += 1
         value = get(i)
         if value is None:
@@ -166,12 +207,12 @@ def _shown(value: str | float | int) -> str:
 
 
 def _aggregate(
-    parsed: Parsed, table: RecordTable, keep: Callable[[int], bool], name: str, field: str, note: str, max_chars: int
+    parsed: Parsed, table: RecordTable, keep: Chosen, name: str, field: str, note: str, max_chars: int
 ) -> Batch:
     get = table.getter(field)
     numbers: list[float] = []
     total = 0
-    for i in _matching(table, keep):
+    for i in keep:
         total += 1
         number = _number(get(i))
         if number is not None:
@@ -179,9 +220,36 @@ def _aggregate(
     head = f"{name} of {field} over {len(numbers):,} numeric values ({total:,} matching {table.unit})"
     if not numbers:
         return log_lines.results_batch(parsed, head, ["no numeric value"], (len(table), table.unit), note, max_chars)
-    result = {"sum": sum(numbers), "mean": sum(numbers) / len(numbers), "min": min(numbers), "max": max(numbers)}[name]
-    answer = [f"{name} = {format_number(result)}"]
+    answer = [f"{name} = {format_number(reduce_numbers(name, numbers))}"]
     return log_lines.results_batch(parsed, head, answer, (len(table), table.unit), note, max_chars)
+
+
+def _aggregate_by(
+    parsed: Parsed, table: RecordTable, keep: Chosen, operation: Operation, note: str, max_chars: int
+) -> Batch:
+    """The aggregate per value of ``by``, largest first, at most k groups shown."""
+    name, field, by = operation.name, operation.target or "", operation.by or ""
+    get, group = table.getter(field), table.getter(by)
+    groups: defaultdict[str, list[float]] = defaultdict(list)
+    total = missing = 0
+    for i in keep:
+        total += 1
+        key = group(i)
+        number = _number(get(i))
+        if key is None:
+            missing += 1
+        elif number is not None:
+            groups[_shown(key)].append(number)
+    results = sorted(((reduce_numbers(name, v), k) for k, v in groups.items()), key=lambda r: (-_order(r[0]), r[1]))
+    k = max(1, operation.k or DEFAULT_K)
+    head = (f"{name} of {field} by {by}: {len(results):,} groups over {total:,} matching {table.unit}"
+            + (f", {missing:,} without {by}" if missing else "") + f"; top {min(k, len(results))} by value:")
+    lines = [f"{key}\t{format_number(value)}" for value, key in results[:k]]
+    return log_lines.results_batch(parsed, head, lines, (len(table), table.unit), note, max_chars)
+
+
+def _order(value: float) -> float:
+    return -math.inf if math.isnan(value) else value
 
 
 def _number(value: Value) -> float | None:

@@ -3,7 +3,8 @@
 Groups are sorted by their aggregate, largest first, and at most k are shown
 with the total number of groups. A group's sum/mean uses :func:`math.fsum`
 over its values (correctly rounded; a single aggregate without ``by`` is exact
-as a Decimal, see :mod:`readers.table_ops`).
+as a Decimal, see :mod:`readers.table_ops`); a group sum beyond the float range
+is shown as an overflow, and its mean is taken from the values divided first.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import defaultdict
 import numpy as np
 
 from readers.base import Batch
-from readers.ops import Operation, format_number
+from readers.ops import Operation, format_number, safe_fsum, safe_mean
 from readers.table_model import resolve_column
 from readers.table_ops import Selection, _batch, _k
 
@@ -87,7 +88,7 @@ def _per_group(sel: Selection, name: str, j: int, group_of: np.ndarray, n: int) 
 
 def _reduce(name: str, part: np.ndarray) -> float:
     if name == "sum":
-        return math.fsum(part.tolist())
+        return safe_fsum(part.tolist())
     if name == "mean":
-        return math.fsum(part.tolist()) / len(part)
+        return safe_mean(part.tolist())
     return float(part.min() if name == "min" else part.max())

@@ -7,14 +7,24 @@ when every numeric cell is a plain number string (``12``, ``-3.50``, ``1e5``)
 they add as :class:`decimal.Decimal` with no rounding at all ("exact integer
 sum" / "exact decimal sum"); otherwise (``1,234``, ``$3``, ``12%``, or past 400
 digits) with :func:`math.fsum`, the correctly rounded sum of the binary values;
-the result line says which. Non-numeric cells in a numeric aggregate are skipped and
-counted. Filters (``where``) are evaluated once per distinct cell value.
+the result line says which; a sum beyond the float range says "overflow" (a mean
+is then taken from the exact sum, or from the values divided first). Numbers are
+:func:`readers.ops.as_number`'s strict ones (``12%`` is 0.12). Non-numeric cells
+in a numeric aggregate are skipped and counted. Filters (``where``) are
+evaluated once per distinct cell value, all their regex searches sharing one
+time budget.
+
+Options: every operation takes ``where``, ``rows`` (a data-row range) and
+``sheet`` (workbooks); the aggregates also take ``by``, and ``@rows`` takes
+``cols``. ``since``/``until`` are refused (a table has no timestamp field:
+filter a date column with ``where=date>=2020-01-01``).
 """
 
 from __future__ import annotations
 
 import decimal
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,13 +33,26 @@ import numpy as np
 import numpy.typing as npt
 
 from readers.base import Anchor, Batch, EvidenceItem, Parsed, Scope
-from readers.ops import BadOperation, Condition, Operation, as_number, format_number, matches
+from readers.ops import (
+    BadOperation,
+    Condition,
+    Operation,
+    PatternClock,
+    as_number,
+    format_number,
+    matches,
+    require_options,
+    safe_fsum,
+)
 from readers.table_model import Sheet, column_values, resolve_column
 
 Index = npt.NDArray[np.intp]
 Floats = npt.NDArray[np.float64]
 DEFAULT_K = 20
 MAX_K = 500
+_PLAIN = re.compile(r"[0-9+\-.eE \t]*")
+"""Cells made only of these characters parse the same with numpy as with :func:`as_number`."""
+_SINCE_HINT = "a table has no timestamp field: filter a date column, e.g. &where=date>=2020-01-01"
 
 
 @dataclass(frozen=True)
@@ -64,20 +87,22 @@ class Selection:
 
 
 def _to_floats(values: list[str]) -> Floats:
-    try:
-        out = np.array(values, dtype=np.float64)
-    except ValueError:
+    """Strict numbers (:func:`as_number`): numpy's fast path only for plain ASCII columns."""
+    out: Floats | None = None
+    if _PLAIN.fullmatch("".join(values)):
+        try:
+            out = np.array(values, dtype=np.float64)
+        except ValueError:
+            out = None
+    if out is None:
         out = np.fromiter(map(_float, values), np.float64, len(values))
     out[~np.isfinite(out)] = np.nan
     return out
 
 
 def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        value = as_number(text)
-        return math.nan if value is None else value
+    value = as_number(text)
+    return math.nan if value is None else value
 
 
 def select_rows(parsed: Parsed, op: Operation) -> Selection:
@@ -96,8 +121,9 @@ def select_rows(parsed: Parsed, op: Operation) -> Selection:
     mask = np.zeros(sheet.n_rows, dtype=np.bool_)
     mask[first - 1 : last] = True
     sel = Selection(parsed, s, sheet, first, last, np.zeros(0, np.intp), tuple(notes))
+    clock = PatternClock()
     for condition in op.where:
-        mask &= _condition_mask(sel, condition)
+        mask &= _condition_mask(sel, condition, clock)
     return Selection(parsed, s, sheet, first, last, np.flatnonzero(mask), tuple(notes))
 
 
@@ -119,13 +145,13 @@ def _pick_sheet(sheets: list[Sheet], wanted: str | None) -> tuple[int, list[str]
     raise BadOperation(f"no sheet {wanted!r}", hint="sheets: " + ", ".join(names[:20]))
 
 
-def _condition_mask(sel: Selection, condition: Condition) -> npt.NDArray[np.bool_]:
+def _condition_mask(sel: Selection, condition: Condition, clock: PatternClock) -> npt.NDArray[np.bool_]:
     j = resolve_column(sel.sheet, condition.field)
     memo: dict[str, bool] = {}
 
     def test(value: str) -> bool:
         if value not in memo:
-            memo[value] = matches(condition, value if value != "" else None)
+            memo[value] = matches(condition, value if value != "" else None, clock)
         return memo[value]
 
     values = sel.values(j)
@@ -171,7 +197,8 @@ def _k(op: Operation) -> int:
 
 
 def exact_sum(texts: Sequence[str], floats: Floats) -> tuple[str, str, float]:
-    """(formatted sum, method, float value) of numeric cells given as text and floats."""
+    """(formatted sum, method, mean as a float) of numeric cells given as text and floats."""
+    n = max(1, len(texts))
     try:
         with decimal.localcontext() as ctx:
             ctx.prec = 400
@@ -181,11 +208,14 @@ def exact_sum(texts: Sequence[str], floats: Floats) -> tuple[str, str, float]:
             exponent = total.as_tuple().exponent
             integral = isinstance(exponent, int) and exponent >= 0
             method = "exact integer sum" if integral else "exact decimal sum"
-            return f"{total:,f}", method, float(total)
+            ctx.traps[decimal.Inexact] = False
+            return f"{total:,f}", method, float(total / n)
     except (decimal.InvalidOperation, ArithmeticError):
         pass
-    value = math.fsum(floats.tolist())
-    return format_number(value), "math.fsum, correctly rounded float sum", value
+    values = floats.tolist()
+    total_float = safe_fsum(values)
+    mean = total_float / n if math.isfinite(total_float) else safe_fsum([v / n for v in values])
+    return format_number(total_float), "math.fsum, correctly rounded float sum", mean
 
 
 def aggregate(sel: Selection, op: Operation, max_chars: int) -> Batch:
@@ -226,10 +256,10 @@ def numeric_line(sel: Selection, op: Operation, j: int, picked: list[str], empty
     nums = floats[numeric]
     if op.name in ("sum", "mean"):
         texts = [picked[i].strip() for i in np.flatnonzero(numeric).tolist()]
-        total, method, value = exact_sum(texts, nums)
+        total, method, mean = exact_sum(texts, nums)
         if op.name == "sum":
             return f"sum({col}) = {total} ({method}; {counts})"
-        return f"mean({col}) = {format_number(value / n)} (sum {total}, {method}; {counts})"
+        return f"mean({col}) = {format_number(mean)} (sum {total}, {method}; {counts})"
     result = float(nums.min() if op.name == "min" else nums.max())
     return f"{op.name}({col}) = {format_number(result)} ({counts})"
 
@@ -273,6 +303,14 @@ OPERATIONS: dict[str, Callable[[Selection, Operation, int], Batch]] = {
 }
 
 
+def check_options(op: Operation) -> None:
+    """BadOperation for an option a table would not apply (see the module docstring)."""
+    allowed = {"where", "rows", "sheet"} | ({"cols"} if op.name == "rows" else {"by"})
+    hint = _SINCE_HINT if op.since or op.until else ""
+    require_options(op, frozenset(allowed), "table", hint)
+
+
 def operate(parsed: Parsed, op: Operation, max_chars: int) -> Batch:
+    check_options(op)
     sel = select_rows(parsed, op)
     return OPERATIONS[op.name](sel, op, max_chars)

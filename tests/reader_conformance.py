@@ -14,7 +14,12 @@ pytest collects the inherited tests. What it checks, for every Reader:
 - every anchor it hands out resolves back through ``focus`` to a region that
   contains the passage;
 - malformed input and random garbage raise ReaderError (never anything else)
-  within the time bound, and an operation it does not offer is refused.
+  within the time bound, and an operation it does not offer is refused;
+- every exact operation it offers (``operation_samples``) returns a bounded
+  batch (items' text within ``max_chars``, scope method ``exact``), and hostile
+  variants of it (an unknown column, ``where``/``by`` on a missing field, a bad
+  or catastrophic regex, a huge ``rows`` range) either raise ReaderError or stay
+  bounded, never anything else.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from readers import ops
 from readers.base import BadAnchor, Batch, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
 
+MISSING = "no_such_field_zq9"
+OPERATION_BUDGETS = (120, 600, 3000)
 PROTOCOL_ACTIONS = frozenset({"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"})
 
 
@@ -78,6 +85,10 @@ class ReaderConformance:
     def check_faithful(self, sample: Sample, parsed: Parsed) -> None:
         """Assert the full view says what the source says (an independent reading)."""
         raise NotImplementedError
+
+    def operation_samples(self) -> list[tuple[Sample, ops.Operation]]:
+        """(sample, operation) pairs this Reader answers exactly; empty skips the operate tests."""
+        return []
 
     # -- helpers -----------------------------------------------------------------
 
@@ -214,6 +225,74 @@ class ReaderConformance:
         _, parsed = next(self.parsed_samples())
         with pytest.raises(UnsupportedOperation):
             self.reader.operate(parsed, ops.Operation(missing[0], "x"), 1500)
+
+
+    # -- exact operations ------------------------------------------------------------------
+
+    def operated(self) -> Iterator[tuple[Sample, Parsed, ops.Operation]]:
+        pairs = self.operation_samples()
+        if not pairs:
+            pytest.skip("no operation samples")
+        parsed: dict[str, Parsed] = {}
+        for sample, operation in pairs:
+            if sample.name not in parsed:
+                parsed[sample.name] = self.parse(sample)
+            yield sample, parsed[sample.name], operation
+
+    def check_bounded(self, batch: Batch, budget: int, what: str) -> None:
+        assert isinstance(batch, Batch), what
+        assert sum(len(item.text) for item in batch.items) <= budget, (what, budget)
+        assert batch.scope.method == "exact", what
+
+    def test_offered_operations_are_exact_and_bounded(self) -> None:
+        for sample, parsed, operation in self.operated():
+            assert operation.name in self.reader.operations, operation
+            for budget in OPERATION_BUDGETS:
+                started = time.monotonic()
+                batch = self.reader.operate(parsed, operation, budget)
+                assert time.monotonic() - started < self.time_bound_s
+                self.check_bounded(batch, budget, f"{sample.name} {operation}")
+            assert self.reader.operate(parsed, operation, 3000).items, (sample.name, operation)
+
+    def test_hostile_options_are_reader_errors(self) -> None:
+        for sample, parsed, operation in self.operated():
+            must_fail, may_pass = _hostile(operation)
+            for variant in must_fail:
+                with pytest.raises(ReaderError) as info:
+                    self.reader.operate(parsed, variant, 600)
+                assert info.value.message and info.value.hint, (sample.name, variant)
+            for variant in may_pass:
+                started = time.monotonic()
+                try:
+                    batch = self.reader.operate(parsed, variant, 600)
+                except ReaderError:
+                    continue
+                finally:
+                    assert time.monotonic() - started < self.time_bound_s, (sample.name, variant)
+                self.check_bounded(batch, 600, f"{sample.name} {variant}")
+
+
+def _hostile(operation: ops.Operation) -> tuple[list[ops.Operation], list[ops.Operation]]:
+    """Variants that must be refused, and variants that may run (but stay bounded)."""
+    missing = ops.Condition(MISSING, "=", "1")
+    bad_regex = ops.Condition(MISSING, "~", "(unclosed")
+    must_fail = [
+        replace(operation, where=(missing,)),
+        replace(operation, by=MISSING),
+        replace(operation, where=(bad_regex,)),
+        replace(operation, sheet=MISSING, cols=(MISSING,), since="not a time"),
+    ]
+    if operation.where:
+        must_fail.append(replace(operation, where=(ops.Condition(operation.where[0].field, "~", "(unclosed"),)))
+    if operation.name in ("filter", "count") and operation.target:
+        must_fail.append(replace(operation, target="(unclosed"))
+    may_pass = [
+        replace(operation, rows=(1, 10**12)),
+        replace(operation, rows=(10**12, 10**12)),
+        replace(operation, target=MISSING) if operation.target else operation,
+        replace(operation, k=10**9),
+    ]
+    return must_fail, may_pass
 
 
 def _flip(data: bytes, rng: random.Random) -> bytes:

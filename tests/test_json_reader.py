@@ -59,6 +59,17 @@ class TestJsonConformance(ReaderConformance):
             ("empty.json", b""),
         ]
 
+    def operation_samples(self) -> list[tuple[Sample, Operation]]:
+        paginate = self.samples()[1]
+        return [
+            (paginate, Operation("path", "$[*].response[*].title")),
+            (paginate, Operation("count", "$[*].response[*]")),
+            (paginate, Operation("distinct", "$[*].status")),
+            (paginate, Operation("sum", "$[*].response[*].number")),
+            (paginate, Operation("mean", "$[*].response[*].comments")),
+            (paginate, Operation("max", "$[*].response[*].number")),
+        ]
+
     def check_faithful(self, sample: Sample, parsed: Parsed) -> None:
         assert json.loads(parsed.full_view) == json.loads(sample.data)
         assert parsed.full_view == json.dumps(json.loads(sample.data), separators=(",", ":"), ensure_ascii=False)
@@ -74,6 +85,17 @@ class TestJsonlConformance(ReaderConformance):
 
     def malformed(self) -> list[tuple[str, bytes]]:
         return [("bad.jsonl", b"not json\nnor this\n"), ("latin.jsonl", '{"a": "caf\u00e9"}'.encode("latin-1"))]
+
+    def operation_samples(self) -> list[tuple[Sample, Operation]]:
+        nginx, small = self.samples()
+        return [
+            (nginx, Operation("filter", "upstream", where=parse_where("connections.active>=1"), rows=(2, 30))),
+            (nginx, Operation("count", by="connections.active")),
+            (nginx, Operation("sum", "requests.total", by="connections.active")),
+            (nginx, Operation("mean", "requests.total", where=parse_where("connections.idle>0"))),
+            (nginx, Operation("distinct", "connections.active", since="2015-10-01")),
+            (small, Operation("count", "pear|apple", where=parse_where("a>=1"))),
+        ]
 
     def check_faithful(self, sample: Sample, parsed: Parsed) -> None:
         source = sample.data.decode().rstrip("\n").split("\n")
@@ -131,15 +153,15 @@ def test_path_values_and_aggregates_match_python() -> None:
     got = [(item.anchor.label, item.text) for item in batch.items[1:]]
     assert got == [(f"$[{i}].response[{j}].number", f"$[{i}].response[{j}].number = {n}") for i, j, n in numbers]
     assert not batch.flags
-    total = JsonReader().operate(parsed, Operation("sum", "$[*].response[*].number"), 2000).items[1].text
-    assert total == f"sum = {sum(n for _, _, n in numbers):,}"
+    total = result_lines(JsonReader().operate(parsed, Operation("sum", "$[*].response[*].number"), 2000))
+    assert total == [f"sum = {sum(n for _, _, n in numbers):,}"]
     count = JsonReader().operate(parsed, Operation("count", "$[*].response[*]"), 2000).items[0].text
     children = sum(len(r["response"]) for r in doc if isinstance(r["response"], (list, dict)))  # [*] opens both
     assert count.startswith(f"{children:,} matches")
-    statuses = JsonReader().operate(parsed, Operation("distinct", "$[*].status"), 2000).items[1:]
+    statuses = result_lines(JsonReader().operate(parsed, Operation("distinct", "$[*].status"), 2000))
     expected = sorted({s: sum(r["status"] == s for r in doc) for s in {r["status"] for r in doc}}.items(),
                       key=lambda kv: -kv[1])
-    assert [i.text for i in statuses] == [f"{s}\t{n:,}" for s, n in expected]
+    assert statuses == [f"{s}\t{n:,}" for s, n in expected]
 
 
 def test_path_results_are_bounded_and_flagged() -> None:

@@ -42,6 +42,17 @@ class TestLogConformance(ReaderConformance):
         latin = "caf\u00e9 down".encode("latin-1")
         return [("app.log", b"2020-01-01 10:00:00 INFO ok\x00\x01binary"), ("app.log", latin)]
 
+    def operation_samples(self) -> list[tuple[Sample, Operation]]:
+        apache, state = self.samples()
+        return [
+            (apache, Operation("filter", r"\.php", where=parse_where("status>=400"))),
+            (apache, Operation("count", by="status", since="2015-05-18T10", until="2015-05-18T12")),
+            (apache, Operation("sum", "bytes", by="status", rows=(1, 5000))),
+            (apache, Operation("max", "bytes", where=parse_where("method:GET"))),
+            (apache, Operation("distinct", "method")),
+            (state, Operation("filter", "leader", where=parse_where("level:TRACE"), k=3)),
+        ]
+
     def check_faithful(self, sample: Sample, parsed: Parsed) -> None:
         assert parsed.full_view == sample.data.decode("utf-8")
 

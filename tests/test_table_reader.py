@@ -18,6 +18,7 @@ import openpyxl  # type: ignore[import-untyped]
 import pytest
 
 from readers.base import BadAnchor, Parsed, ReaderError, ReadIntent, UnsupportedArtifact
+from readers.ops import Operation, parse_where
 from readers.table import TableReader
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 
@@ -88,6 +89,19 @@ class TestTableConformance(ReaderConformance):
             ("ragged.csv", b"a,b,c\n1\n1,2,3,4,5\n1,2\n1,2,3,4,5,6,7\nx\n1,2,3,4\n"),
             ("binary.csv", bytes(range(256)) * 8),
             ("open-quote.csv", b'a,b\n1,"never closed\n2,3\n'),
+        ]
+
+    def operation_samples(self) -> list[tuple[Sample, Operation]]:
+        reference, _, book = self.samples()
+        where = parse_where("Population>1000000, Combined_Key~^[A-C]")
+        return [
+            (reference, Operation("sum", "Population", where=where)),
+            (reference, Operation("mean", "Population", by="Country_Region")),
+            (reference, Operation("max", "Lat", rows=(10, 400))),
+            (reference, Operation("count", where=where)),
+            (reference, Operation("distinct", "Country_Region")),
+            (reference, Operation("rows", cols=("Combined_Key", "Population"), rows=(1, 300))),
+            (book, Operation("min", "2005", sheet="Sheet1", where=parse_where("Country:Argentina"))),
         ]
 
     def check_faithful(self, sample: Sample, parsed: Parsed) -> None:
