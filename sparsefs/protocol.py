@@ -11,6 +11,8 @@ import logging
 import threading
 from dataclasses import dataclass, replace
 
+import xxhash
+
 from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
 from readers.base import Batch, EvidenceItem, ReaderError, ReadIntent, SlotCoverage
 from readers.ops import OPERATIONS, build_operation
@@ -30,6 +32,7 @@ from sparsefs.pack import (
 from sparsefs.steps import next_steps
 
 _LOG = logging.getLogger(__name__)
+_ARTIFACT_STRIPES = 64  # episodes are per artifact: one slow operation never delays another file's pack
 PREVIEW_CHARS = 2_000
 DEFAULT_PACK_CHARS = 1_500
 MAX_PACK_CHARS = 6_000
@@ -53,7 +56,7 @@ class Protocol:
         self.artifacts = artifacts
         self.gate = gate or GateConfig()
         self.episodes = EpisodeStore()
-        self._lock = threading.Lock()
+        self._locks = [threading.Lock() for _ in range(_ARTIFACT_STRIPES)]
 
     def serve(self, rel: str, request: VirtualRequest) -> Served:
         """Answer one access; ReaderError becomes an error pack, OSError propagates.
@@ -69,7 +72,7 @@ class Protocol:
             raise
         except Exception as err:  # noqa: BLE001 - a Reader bug must not escape as EIO
             return _internal_error(rel, request, err)
-        with self._lock:
+        with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
             try:
                 served = self._serve_locked(artifact, request)
             except Exception as err:  # noqa: BLE001 - same: answer, log, keep serving
@@ -157,8 +160,10 @@ class Protocol:
             operation = build_operation(request.action, request.argument, request.options, request.k)
             return reader.operate(parsed, operation, _pack_chars(request))
         intent = ReadIntent(argument, request.slots or (argument,), request.scope)
-        exclude = episode.spans if request.action == "refine" else ()
-        return reader.locate(parsed, intent, _pack_chars(request), exclude, request.k)
+        if request.action != "refine":
+            return reader.locate(parsed, intent, _pack_chars(request), (), request.k)
+        batch = reader.locate(parsed, intent, _pack_chars(request), episode.spans, request.k)
+        return _without_repeats(batch, episode)
 
     def _full_view(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
         native = request.action != "full"
@@ -285,6 +290,13 @@ def _internal_error(rel: str, request: VirtualRequest, err: Exception, artifact:
     )
 
 
+def _without_repeats(batch: Batch, episode: Episode) -> Batch:
+    """Refine never re-exposes: results without a span (a PDF table) are matched by anchor."""
+    seen = set(episode.anchors)
+    items = tuple(i for i in batch.items if i.anchor.char_end > i.anchor.char_start or i.anchor.label not in seen)
+    return batch if len(items) == len(batch.items) else replace(batch, items=items)
+
+
 def _objective(request: VirtualRequest) -> str:
     """An exact operation's objective: the operation with its argument and options."""
     options = "&".join(f"{key}={value}" for key, value in sorted(request.options.items()))
@@ -293,10 +305,9 @@ def _objective(request: VirtualRequest) -> str:
 
 def _record(episode: Episode, batch: Batch) -> None:
     for item in batch.items:
-        if item.anchor.char_end <= item.anchor.char_start:
-            continue  # an exact result is not a span of the full view
-        episode.spans.append((item.anchor.char_start, item.anchor.char_end))
         episode.anchors.append(item.anchor.label)
+        if item.anchor.char_end > item.anchor.char_start:  # an exact result is not a span of the full view
+            episode.spans.append((item.anchor.char_start, item.anchor.char_end))
 
 
 def _exposure(pack_chars: int, episode: Episode | None, length: int) -> ExposureOut:

@@ -234,3 +234,27 @@ def test_accepts_only_pdf_bytes() -> None:
     assert not reader.accepts("x.pdf", b"plain text that claims to be a pdf")
     with pytest.raises(UnsupportedArtifact):
         _parse(b"hello, not a pdf", "x.pdf")
+
+
+def test_refine_never_repeats_a_table_result(tmp_path: Path) -> None:
+    import shutil
+
+    from readers.ops import OPERATIONS
+    from sparsefs.artifacts import ArtifactCache
+    from sparsefs.grammar import parse_suffix
+    from sparsefs.protocol import Protocol
+    from sparsefs.rootfs import SourceRoot
+
+    shutil.copy(_DATA / "filings" / "PEPSICO_2023Q1_EARNINGS.pdf", tmp_path / "p.pdf")
+    root = SourceRoot.open(str(tmp_path))
+    protocol = Protocol(ArtifactCache(root))
+    seen: set[str] = set()
+    tables = 0
+    for action in ("intent", "refine", "refine", "refine"):
+        pack = protocol.serve("p.pdf", parse_suffix(f"{action}=net revenue table by division", OPERATIONS)).pack
+        anchors = {e.anchor for e in pack.evidence}
+        assert not anchors & seen, anchors & seen
+        tables += sum(":table" in a for a in anchors)
+        seen |= anchors
+    assert tables >= 1  # a table was delivered once, and only once
+    root.close()
