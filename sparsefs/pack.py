@@ -59,6 +59,7 @@ class EvidencePack(BaseModel):
     """What a virtual path reads as."""
 
     artifact: str
+    reader: str | None = None  # which Reader read it, and the kind it saw ("table/csv", "pdf/pdf")
     fingerprint: str
     action: str
     episode: str | None
@@ -122,7 +123,7 @@ def _header(pack: EvidencePack) -> str:
     lines = [
         f"# EvidencePack · {pack.artifact} · {pack.decision}",
         f"artifact: {pack.artifact}  fingerprint: {pack.fingerprint}  "
-        f"episode: {pack.episode or '-'}  action: {pack.action}",
+        f"episode: {pack.episode or '-'}  action: {pack.action}" + (f"  read as: {pack.reader}" if pack.reader else ""),
     ]
     if pack.intent:
         lines.append(f"intent: {pack.intent}")

@@ -196,7 +196,8 @@ class Protocol:
         self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str]
     ) -> EvidencePack:
         return EvidencePack(
-            artifact=display_name(artifact.rel), fingerprint=artifact.short_fingerprint, action=request.action,
+            artifact=display_name(artifact.rel), reader=_read_as(artifact),
+            fingerprint=artifact.short_fingerprint, action=request.action,
             episode=episode.id if episode else None, decision=decision,  # type: ignore[arg-type]
             intent=request.argument, slots=list(request.slots), flags=flags,
             exposure=_exposure(0, episode, len(artifact.parsed.full_view)),
@@ -210,7 +211,8 @@ def error_pack(
     """A short pack that says what was wrong and what to ask instead."""
     length = len(artifact.parsed.full_view) if artifact else 0
     pack = EvidencePack(
-        artifact=display_name(rel), fingerprint=artifact.short_fingerprint if artifact else "-",
+        artifact=display_name(rel), reader=_read_as(artifact) if artifact else None,
+        fingerprint=artifact.short_fingerprint if artifact else "-",
         action=request.action if request else "?", episode=episode.id if episode else None,
         decision="error", intent=request.argument if request else None,
         slots=list(request.slots) if request else [], error=ErrorOut(message=message, hint=hint),
@@ -266,6 +268,11 @@ def _refusal(artifact: Artifact, request: VirtualRequest) -> Served | None:
         artifact.rel, request, f"the {reader.name} Reader has no @{request.action}",
         f"this file supports {offered}", artifact,
     )
+
+
+def _read_as(artifact: Artifact) -> str:
+    kind, name = artifact.parsed.kind, artifact.reader.name
+    return name if kind == name else f"{name}/{kind}"
 
 
 def _misplaced_options(artifact: Artifact, request: VirtualRequest) -> Served | None:

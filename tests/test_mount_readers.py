@@ -1,6 +1,6 @@
 """Every Reader family through a real mount, with real clients (cat, Python).
 
-One mount serves the whole module (the default backend): a workspace with real
+One mount per FUSE backend serves the whole module: a workspace with real
 third-party files of every family plus malformed ones. Each answer is checked
 against an independent computation, and after every malformed request the
 mount must still serve plain reads.
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests import mountutil
-from tests.conftest import DATA, HANG_GUARD_S, _check_clean
+from tests.conftest import BACKENDS, DATA, HANG_GUARD_S, KERNEL_BLOCKER, _check_clean
 
 Mount = mountutil.Mount
 ERROR_PACK_BOUND_S = 10.0
@@ -85,14 +85,17 @@ def _shared_strings_bomb() -> bytes:
     return out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def mount(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
+    """One mount per backend for the whole module."""
+    if request.param == "kernel" and KERNEL_BLOCKER:
+        pytest.skip(f"kernel backend unavailable here: {KERNEL_BLOCKER}")
     base = tmp_path_factory.mktemp("readers")
     src, mnt = base / "src", base / "mnt"
     src.mkdir()
     mnt.mkdir()
     _workspace(src)
-    m = mountutil.start(src, mnt, base / "state")
+    m = mountutil.start(src, mnt, base / "state", backend=str(request.param))
     try:
         with mountutil.hang_guard(m, HANG_GUARD_S):
             yield m
