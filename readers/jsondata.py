@@ -168,7 +168,8 @@ class JsonReader(Reader):
         elif name != "count":
             values = json_query.numbers(result)
             head += f"; {len(values):,} numeric"
-            lines = [f"{name} = {format_number(reduce_numbers(name, values))}" if values else "no numeric value"]
+            result_line = f"{name}({target}) = {format_number(reduce_numbers(name, values))}"
+            lines = [result_line if values else "no numeric value"]
         return _aggregate(parsed, label, head, lines, n, note, max_chars)
 
 

@@ -220,7 +220,7 @@ def _aggregate(
     head = f"{name} of {field} over {len(numbers):,} numeric values ({total:,} matching {table.unit})"
     if not numbers:
         return log_lines.results_batch(parsed, head, ["no numeric value"], (len(table), table.unit), note, max_chars)
-    answer = [f"{name} = {format_number(reduce_numbers(name, numbers))}"]
+    answer = [f"{name}({field}) = {format_number(reduce_numbers(name, numbers))}"]
     return log_lines.results_batch(parsed, head, answer, (len(table), table.unit), note, max_chars)
 
 

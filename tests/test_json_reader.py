@@ -154,7 +154,7 @@ def test_path_values_and_aggregates_match_python() -> None:
     assert got == [(f"$[{i}].response[{j}].number", f"$[{i}].response[{j}].number = {n}") for i, j, n in numbers]
     assert not batch.flags
     total = result_lines(JsonReader().operate(parsed, Operation("sum", "$[*].response[*].number"), 2000))
-    assert total == [f"sum = {sum(n for _, _, n in numbers):,}"]
+    assert total == [f"sum($[*].response[*].number) = {sum(n for _, _, n in numbers):,}"]
     count = JsonReader().operate(parsed, Operation("count", "$[*].response[*]"), 2000).items[0].text
     children = sum(len(r["response"]) for r in doc if isinstance(r["response"], (list, dict)))  # [*] opens both
     assert count.startswith(f"{children:,} matches")
@@ -255,7 +255,7 @@ def test_jsonl_count_by_and_aggregates_match_python() -> None:
     got = dict(line.split("\t") for line in result_lines(batch))
     assert got == {str(k): f"{v:,}" for k, v in counts.items()}
     mean = result_lines(JsonlReader().operate(parsed, Operation("max", "requests.total"), 500))[0]
-    assert mean == f"max = {max(r['requests']['total'] for r in records):,}"
+    assert mean == f"max(requests.total) = {max(r['requests']['total'] for r in records):,}"
     with pytest.raises(BadOperation):
         JsonlReader().operate(parsed, Operation("sum", "no_such_field"), 500)
 

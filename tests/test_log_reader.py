@@ -106,7 +106,7 @@ def test_apache_time_window_and_count_by_status() -> None:
     total = LogReader().operate(parsed, Operation("sum", "bytes", where=parse_where("status:200")), 500)
     assert len(fields) == len(lines)
     expected_bytes = sum(int(size) for _, status, size in fields if status == "200" and size.isdigit())
-    assert result_lines(total) == [f"sum = {expected_bytes:,}"]
+    assert result_lines(total) == [f"sum(bytes) = {expected_bytes:,}"]
 
 
 def test_kafka_levels_and_stack_traces() -> None:
