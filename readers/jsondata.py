@@ -168,8 +168,9 @@ class JsonReader(Reader):
         elif name != "count":
             values = json_query.numbers(result)
             head += f"; {len(values):,} numeric"
-            result_line = f"{name}({target}) = {format_number(reduce_numbers(name, values))}"
-            lines = [result_line if values else "no numeric value"]
+            lines = ["no numeric value"]
+            if values:
+                lines = [f"{name}({target}) = {format_number(reduce_numbers(name, values))}"]
         return _aggregate(parsed, label, head, lines, n, note, max_chars)
 
 
