@@ -203,8 +203,7 @@ class FolderReader(Reader):
         names = ", ".join(v.rel for v in chosen) or "none"
         scope = Scope(len(col.readable()), "files", "bm25 files, then each file's Reader", len(parsed.full_view),
                       note=f"read {len(chosen)} of {len(col.readable())} files: {names}")
-        flags = ("partial-index",) if col.unparsed else ()
-        return Batch(tuple(items), scope, coverage, flags)
+        return Batch(tuple(items), scope, coverage, _bound_flags(col))
 
     # -- focus -----------------------------------------------------------------------
 
@@ -274,6 +273,13 @@ def _candidates(col: _Collection, intent: ReadIntent, k: int | None) -> list[Mem
     return [readable[i] for i in order[: min(k or MAX_FILES_READ, MAX_FILES_READ)]]
 
 
+def _bound_flags(col: _Collection) -> tuple[str, ...]:
+    flags = ["partial-index"] if col.unparsed else []
+    if col.listed_out:
+        flags.append(f"folder-bound: {col.listed_out:,} entries not searched (ask about a subfolder)")
+    return tuple(flags)
+
+
 def _in_scope(rel: str, scope: str | None) -> bool:
     if not scope:
         return True
@@ -324,8 +330,9 @@ def _split_anchor(col: _Collection, anchor: str) -> tuple[MemberView, str]:
         if anchor.startswith(view.rel + ":"):
             return view, anchor[len(view.rel) + 1 :]
     names = [v.rel for v in col.readable()][:5]
+    beyond = f" among the {len(col.views):,} files searched ({col.listed_out:,} more are past the folder bound)"
     raise BadAnchor(
-        f"no file {anchor!r} in this folder",
+        f"no file {anchor!r}" + (beyond if col.listed_out else " in this folder"),
         hint="focus on a member path from @scout, e.g. " + (", ".join(names) or "(the folder has no readable files)"),
     )
 

@@ -107,7 +107,7 @@ class JsonlTable(log_ops.RecordTable):
         if name.startswith("$"):
             try:
                 compiled = json_query.compile_query(name)
-            except jsonpath.JSONPathError as err:
+            except (jsonpath.JSONPathError, ValueError, OverflowError) as err:
                 raise BadOperation(f"bad JSONPath {name!r}: {str(err).splitlines()[0]}", hint=self._hint()) from None
             clock = PatternClock()  # one regex budget for this field over all records
 

@@ -136,6 +136,8 @@ def evaluate(
                 return Result(found, False)
     except jsonpath.JSONPathError as err:
         raise error(f"bad JSONPath {query!r}: {str(err).splitlines()[0]}", hint=_HINT) from None
+    except (ValueError, OverflowError, TypeError) as err:  # the library's literals: $[1e2], 1e999
+        raise error(f"bad JSONPath {query!r}: {type(err).__name__}: {str(err)[:120]}", hint=_HINT) from None
     except RecursionError:
         raise error(f"JSONPath {query!r} recursed too deep", hint=_HINT) from None
     finally:

@@ -304,6 +304,21 @@ def as_number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def wanted_number(text: str) -> float | None:
+    """A condition's number: like :func:`as_number` but any length, and past the float
+    range it is +-inf (``price<1e309`` holds for every finite price)."""
+    cleaned = text.strip()
+    match = _NUMBER.fullmatch(cleaned) if len(cleaned) <= 400 else None
+    if match is None:
+        return None
+    sign, mantissa, exponent, percent = match.groups()
+    power = int(exponent or 0) - (2 if percent else 0)
+    try:
+        return float(f"{sign}{mantissa.replace(',', '')}e{power}")
+    except OverflowError:
+        return math.inf if sign != "-" else -math.inf
+
+
 def matches(condition: Condition, value: str | float | int | None, clock: PatternClock | None = None) -> bool:
     """Does one field value satisfy the condition? Numbers compare as numbers.
 
@@ -317,7 +332,7 @@ def matches(condition: Condition, value: str | float | int | None, clock: Patter
     if value is None or (isinstance(value, str) and not value.strip()):
         wanted_empty = not condition.value.strip()
         return wanted_empty if condition.op == "=" else not wanted_empty if condition.op == "!=" else False
-    wanted = as_number(condition.value)
+    wanted = wanted_number(condition.value)
     have = value if isinstance(value, (int, float)) and not isinstance(value, bool) else as_number(str(value))
     if wanted is not None and have is not None:
         return compare(have, condition.op, wanted)

@@ -180,13 +180,19 @@ def _batch(sel: Selection, label: str, lines: list[str], cols: Sequence[int], op
     where = op.describe_filter()
     parts = (
         f"sheet {sheet.name}" if sheet.name is not None else "table",
-        "columns " + ", ".join(sheet.columns[j] for j in cols) if cols else "",
+        _columns_note(sheet, cols),
         f"filter {where}" if where else "",
         f"{len(sel.rows):,} rows matched",
         *sel.notes,
     )
     scope = Scope(sel.last - sel.first + 1, "rows", "exact", chars, note="; ".join(p for p in parts if p))
     return Batch(items, scope, flags=tuple(flags))
+
+
+def _columns_note(sheet: Sheet, cols: Sequence[int]) -> str:
+    names = [sheet.columns[j] for j in cols[:12]]
+    more = f" and {len(cols) - 12:,} more" if len(cols) > 12 else ""
+    return "columns " + ", ".join(names) + more if cols else ""
 
 
 def _k(op: Operation) -> int:
@@ -276,25 +282,33 @@ def distinct_lines(col: str, picked: list[str], k: int) -> list[str]:
 # -- projection --------------------------------------------------------------------
 
 
+MAX_PROJECTED_COLUMNS = 40
+
+
 def project(sel: Selection, op: Operation, max_chars: int) -> Batch:
-    cols = [resolve_column(sel.sheet, c) for c in op.cols] or list(range(len(sel.sheet.columns)))
-    columns = [sel.values(j) for j in cols]
-    lines = ["row\t" + "\t".join(sel.sheet.columns[j] for j in cols)]
+    """The matching rows, cut from their own lines (never a whole column): bounded by what is shown."""
+    every = list(range(len(sel.sheet.columns)))
+    cols = [resolve_column(sel.sheet, c) for c in op.cols] or every[:MAX_PROJECTED_COLUMNS]
+    view, sheet = sel.parsed.full_view, sel.sheet
+    lines = ["row\t" + "\t".join(sheet.columns[j] for j in cols)]
     used = len(lines[0])
     for i in sel.rows.tolist():
-        line = f"{i + 1}\t" + "\t".join(c[i] for c in columns)
+        cells = view[int(sheet.row_starts[i]) : int(sheet.row_ends[i])].split("\t")
+        line = f"{i + 1}\t" + "\t".join(cells[j] if j < len(cells) else "" for j in cols)
         used += len(line) + 1
         if used > max_chars:
             break
         lines.append(line)
     shown, total = len(lines) - 1, len(sel.rows)
     rows = sel.rows
-    first, last = (int(rows[0]) + 1, int(rows[shown - 1]) + 1) if shown else (sel.first, sel.last)
-    batch = _batch(sel, sel.sheet.rows_label(first, last), lines, cols, op, max_chars)
+    first, last = (int(rows[0]) + 1, int(rows[shown - 1]) + 1) if shown else (sel.first, sel.first)
+    batch = _batch(sel, sheet.rows_label(first, last), lines, cols, op, max_chars)
+    flags = list(batch.flags)
     if shown < total:
-        flag = f"results-truncated: {shown:,} of {total:,} matching rows shown (narrow &rows= or &cols=)"
-        return Batch(batch.items, batch.scope, batch.coverage, (flag,))
-    return batch
+        flags.append(f"results-truncated: {shown:,} of {total:,} matching rows shown (narrow &rows= or &cols=)")
+    if len(cols) < len(every) and not op.cols:
+        flags.append(f"columns-truncated: the first {len(cols)} of {len(every)} columns (choose with &cols=)")
+    return Batch(batch.items, batch.scope, batch.coverage, tuple(flags))
 
 
 OPERATIONS: dict[str, Callable[[Selection, Operation, int], Batch]] = {

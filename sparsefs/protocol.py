@@ -335,10 +335,15 @@ def _evidence_out(item: EvidenceItem) -> EvidenceOut:
     )
 
 
+MAX_NOTE_CHARS = 300
+"""A scope note is provenance, not evidence: it is not counted as exposure, so it stays short."""
+
+
 def _scope_out(batch: Batch) -> ScopeOut:
     s = batch.scope
+    note = s.note if len(s.note) <= MAX_NOTE_CHARS else s.note[: MAX_NOTE_CHARS - 1] + "…"
     return ScopeOut(
-        units_scanned=s.units_scanned, unit=s.unit, method=s.method, chars_processed=s.chars_processed, note=s.note
+        units_scanned=s.units_scanned, unit=s.unit, method=s.method, chars_processed=s.chars_processed, note=note
     )
 
 

@@ -277,3 +277,16 @@ def test_a_reader_bug_is_an_error_pack_not_an_exception(tmp_path: Path, monkeypa
     pack = _serve(protocol, "a.txt", "intent=words")
     assert pack.decision == "error" and "ZeroDivisionError" in pack.error.message  # type: ignore[union-attr]
     root.close()
+
+
+def test_members_past_the_bound_are_flagged_and_named_in_focus_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(folder, "MAX_MEMBERS", 2)
+    files = {f"f{i}.txt": f"file {i} mentions launch\n".encode() for i in range(4)}
+    reader = FolderReader()
+    parsed = reader.parse_collection(MemoryCollection(files))
+    from readers.base import ReadIntent
+
+    batch = reader.locate(parsed, ReadIntent("launch", ("launch",)), 800)
+    assert any(flag.startswith("folder-bound: 2 entries") for flag in batch.flags)
+    with pytest.raises(ReaderError, match="past the folder bound"):
+        reader.focus(parsed, "f3.txt")

@@ -258,3 +258,32 @@ def test_json_aggregates_are_one_item_and_paths_one_per_match() -> None:
     path = run(JsonReader(), doc, "path", "$.items[*].n")
     labels = [item.anchor.label for item in path.items[1:]]
     assert labels == ["$.items[0].n", "$.items[1].n", "$.items[2].n"]
+
+
+# -- the hostile-input sweep ------------------------------------------------------------
+
+
+def test_numbers_past_the_float_range_in_a_filter_compare_as_infinity() -> None:
+    parsed = table(b"id\n" + b"".join(str(i).encode() + b"\n" for i in range(1000)))
+    assert text(run(TableReader(), parsed, "count", where="id<1e309")).startswith("count = 1,000 rows")
+    assert text(run(TableReader(), parsed, "count", where="id>1e309")).startswith("count = 0 rows")
+
+
+def test_jsonpath_number_literals_the_library_cannot_take_are_bad_operations() -> None:
+    doc = parse(JsonReader(), "a.json", b'[{"id": 1, "price": 1.5}, {"id": 2, "price": 3.0}]')
+    for target in ("$[?@.price>1e999]", "$[1e2]", "$[0:1e3]"):
+        with pytest.raises(BadOperation):
+            run(JsonReader(), doc, "count", target)
+
+
+def test_a_projection_of_a_very_wide_table_is_cut_from_its_rows_and_bounded() -> None:
+    header = ",".join(f"c{j}" for j in range(3000)).encode()
+    row = ",".join(str(j) for j in range(3000)).encode()
+    parsed = table(header + b"\n" + b"\n".join([row] * 50) + b"\n")
+    started = time.monotonic()
+    batch = run(TableReader(), parsed, "rows", "1-5")
+    assert time.monotonic() - started < 1.0
+    assert any(flag.startswith("columns-truncated") for flag in batch.flags)
+    assert len(text(batch)) <= 1500 and len(batch.scope.note) < 1000
+    picked = run(TableReader(), parsed, "rows", "2", cols="c2999,#1")
+    assert text(picked).split("\n")[1] == "2\t2999\t0"
