@@ -17,6 +17,11 @@ def encode_argument(text: str) -> str:
     return text.replace("%", "%25").replace("/", "%2F")
 
 
+def encode_anchor(anchor: str) -> str:
+    """An anchor as a focus argument: also '&' (a member named 'a&k=3.txt' must not read as an option)."""
+    return encode_argument(anchor).replace("&", "%26")
+
+
 def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) -> list[str]:
     name = display_name(artifact.rel)
     length = len(artifact.parsed.full_view)
@@ -41,7 +46,8 @@ def _after_evidence(name: str, pack: EvidencePack, last_line: int) -> list[str]:
         steps.append(f"{command(name, 'refine=' + encode_argument(pack.intent))}    # more, skipping what you saw")
     best = _best_anchor(pack)
     if best:
-        steps.append(f"{command(name, 'focus=' + _widened(best, last_line))}    # around the best passage")
+        focus = "focus=" + encode_anchor(_widened(best, last_line))
+        steps.append(f"{command(name, focus)}    # around the best passage")
     return steps
 
 

@@ -290,3 +290,13 @@ def test_members_past_the_bound_are_flagged_and_named_in_focus_errors(monkeypatc
     assert any(flag.startswith("folder-bound: 2 entries") for flag in batch.flags)
     with pytest.raises(ReaderError, match="past the folder bound"):
         reader.focus(parsed, "f3.txt")
+
+
+def test_next_steps_of_a_folder_pack_resolve_as_written(core: Core) -> None:
+    pack = _pack(core, "/docs@intent=TLS certificate&format=json")
+    focus = next(step for step in pack.next_steps if "@focus=" in step)
+    path = focus.split("'")[1] if "'" in focus else focus.split()[1]
+    assert "/" not in path.split("@", 1)[1]  # a member path inside a name is written %2F
+    again = _pack(core, "/" + path + "&format=json")
+    assert again.decision in ("sparse", "fallback", "native-fit") and "TLS" in (
+        " ".join(e.text for e in again.evidence) + (again.full_view or ""))
