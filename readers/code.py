@@ -79,7 +79,8 @@ class CodeReader(textreader.TextReader):
         if source.size > self.max_bytes:
             message = f"{source.size:,} bytes is over the Code Reader's {self.max_bytes:,}-byte bound"
             raise ArtifactTooLarge(message, hint=textreader.TOO_LARGE_HINT)
-        text = textreader.decode_utf8(source.read_bytes(self.max_bytes))
+        data = source.read_bytes(self.max_bytes)
+        text = textreader.decode_utf8(data)
         language = language_of(source.name, text[:256])
         if language is None:
             known = ", ".join(sorted(INTERPRETERS))
@@ -102,6 +103,7 @@ class CodeReader(textreader.TextReader):
                 "unit_ends": np.fromiter((e for _, e in seg.units), np.int64, len(seg.units)),
                 "index": UnitIndex(texts),
                 "language": language,
+                "flags": textreader.decode_flags(data, text),
                 "symbols": index,
                 "firsts": [s.first for s in index.symbols],
                 "by_name": _by_name(index.symbols, defs),

@@ -29,6 +29,7 @@ from readers.base import (
     UnsupportedArtifact,
 )
 from readers.ops import BadOperation, Operation
+from readers.text import decode_flags, decode_utf8, mostly_utf8
 
 _RAW_HINT = "read the original bytes with @raw"
 
@@ -100,15 +101,13 @@ class LogReader(Reader):
         data = source.read_bytes(self.max_bytes)
         if b"\x00" in data:
             raise UnsupportedArtifact("binary data (NUL bytes) in a log", hint=_RAW_HINT)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise UnsupportedArtifact(f"not UTF-8 at byte {err.start:,}", hint=_RAW_HINT) from None
+        text = decode_utf8(data)
         lines = text.split("\n")
         if text.endswith("\n"):
             lines.pop()
         entries = log_parse.parse_lines([line.removesuffix("\r") for line in lines])
-        return Parsed(text, "log", {"line_starts": log_lines.starts_of(text), "entries": entries})
+        starts = log_lines.starts_of(text)
+        return Parsed(text, "log", {"line_starts": starts, "entries": entries, "flags": decode_flags(data, text)})
 
     def preview(self, parsed: Parsed, max_chars: int) -> str:
         if max_chars <= 0:
@@ -154,11 +153,7 @@ class LogReader(Reader):
 
 
 def _utf8_head(head: bytes) -> bool:
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return err.start >= len(head) - 3  # a character cut at the end of the head
-    return True
+    return mostly_utf8(head)
 
 
 def _counts(what: str, values: Sequence[str | None], n: int = 8) -> str:

@@ -92,13 +92,7 @@ class TextReader(Reader):
 
     def accepts(self, name: str, head: bytes) -> bool:
         """True for UTF-8 text without NUL bytes (a cut multibyte char at the end is fine)."""
-        if b"\x00" in head:
-            return False
-        try:
-            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-        except UnicodeDecodeError:
-            return False
-        return True
+        return mostly_utf8(head)
 
     def parse(self, source: ArtifactSource) -> Parsed:
         if source.size > self.max_bytes:
@@ -121,6 +115,7 @@ class TextReader(Reader):
                 "unit_starts": np.fromiter((s for s, _ in seg.units), np.int64, len(seg.units)),
                 "unit_ends": np.fromiter((e for _, e in seg.units), np.int64, len(seg.units)),
                 "index": index,
+                "flags": decode_flags(data, text),
             },
         )
 
@@ -182,14 +177,46 @@ class TextReader(Reader):
 # -- parsing helpers -------------------------------------------------------------
 
 
+INVALID_BYTES_PER_MILLE = 1
+"""A file with at most 1 invalid UTF-8 byte per 1,000 is text with a few stray bytes (a log
+line from a broken client, a mis-saved comment), not binary: those bytes read as U+FFFD."""
+
+
 def decode_utf8(data: bytes) -> str:
+    """UTF-8 text; a few invalid bytes (see INVALID_BYTES_PER_MILLE) become U+FFFD."""
     hint = "read it with @raw"
     if b"\x00" in data:
         raise UnsupportedArtifact("binary or non-UTF-8 file", hint=hint)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UnsupportedArtifact("binary or non-UTF-8 file", hint=hint) from None
+        text = data.decode("utf-8", "replace")
+    if invalid_bytes(data, text) > len(data) * INVALID_BYTES_PER_MILLE // 1000:
+        raise UnsupportedArtifact("binary or non-UTF-8 file", hint=hint)
+    return text
+
+
+def invalid_bytes(data: bytes, text: str) -> int:
+    """How many U+FFFD in ``text`` stand for invalid bytes of ``data`` (not genuine ones)."""
+    return text.count("\ufffd") - data.count("\ufffd".encode())
+
+
+def decode_flags(data: bytes, text: str) -> tuple[str, ...]:
+    """Flags every pack of this artifact carries, e.g. for stray invalid bytes."""
+    n = invalid_bytes(data, text) if "\ufffd" in text else 0
+    return (f"invalid-utf8: {n:,} bytes read as U+FFFD (@raw has them)",) if n else ()
+
+
+def mostly_utf8(head: bytes) -> bool:
+    """The head decodes as UTF-8 but for a cut character at its end or a few stray bytes."""
+    if b"\x00" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        stray = invalid_bytes(head, head.decode("utf-8", "replace"))
+        return stray <= len(head) * INVALID_BYTES_PER_MILLE // 1000
+    return True
 
 
 def segmentation_of(parsed: Parsed) -> Segmentation:

@@ -80,7 +80,7 @@ class Protocol:
         return replace(served, version=artifact.fingerprint)
 
     def _serve_locked(self, artifact: Artifact, request: VirtualRequest) -> Served:
-        changed = self._changed_flag(artifact)
+        changed = self._changed_flag(artifact) + [str(f) for f in artifact.parsed.data.get("flags", ())]
         refused = _refusal(artifact, request) or _misplaced_options(artifact, request)
         if refused is not None:
             return refused
