@@ -164,10 +164,16 @@ def _sheet(spec: SheetSpec, start: int, end: int, starts: Offsets, ends: Offsets
 def resolve_column(sheet: Sheet, ref: str) -> int:
     """0-based index of a column named ``ref``: header name, ``#3``, or an Excel letter."""
     text = ref.strip()
-    wanted = text.casefold()
-    for j, name in enumerate(sheet.columns):
-        if name.casefold() == wanted:
-            return j
+    exact = [j for j, name in enumerate(sheet.columns) if name == text]
+    folded = exact or [j for j, name in enumerate(sheet.columns) if name.casefold() == text.casefold()]
+    if len(folded) > 1:
+        where = ", ".join(f"#{j + 1}" for j in folded[:6])
+        raise BadOperation(
+            f"{len(folded)} columns are named {text!r} in {sheet.label()}",
+            hint=f"name one by position: {where}",
+        )
+    if folded:
+        return folded[0]
     if text.startswith("#") and text[1:].isdigit():
         j = int(text[1:]) - 1
         if 0 <= j < len(sheet.columns):

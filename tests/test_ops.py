@@ -287,3 +287,12 @@ def test_a_projection_of_a_very_wide_table_is_cut_from_its_rows_and_bounded() ->
     assert len(text(batch)) <= 1500 and len(batch.scope.note) < 1000
     picked = run(TableReader(), parsed, "rows", "2", cols="c2999,#1")
     assert text(picked).split("\n")[1] == "2\t2999\t0"
+
+
+def test_a_column_name_shared_by_several_columns_is_ambiguous() -> None:
+    parsed = table(b"a,a,A,b\n1,2,3,4\n5,6,7,8\n")
+    with pytest.raises(BadOperation, match="2 columns are named 'a'") as info:
+        run(TableReader(), parsed, "sum", "a")
+    assert "#1, #2" in info.value.hint
+    assert text(run(TableReader(), parsed, "sum", "A")).startswith("sum(A) = 10")  # the exact case is unique
+    assert text(run(TableReader(), parsed, "sum", "#2")).startswith("sum(a) = 8")
