@@ -29,16 +29,13 @@ from readers import json_query, log_lines, log_ops
 from readers.base import (
     ArtifactSource,
     ArtifactTooLarge,
-    Batch,
     CostProfile,
     Parsed,
-    Reader,
     ReaderError,
-    ReadIntent,
     UnsupportedArtifact,
 )
 from readers.json_shape import kind, sample
-from readers.ops import BadOperation, Operation, PatternClock
+from readers.ops import BadOperation, PatternClock
 
 SURVEY = 10_000
 """Records whose keys are surveyed for the preview and field checks."""
@@ -126,13 +123,11 @@ class JsonlTable(log_ops.RecordTable):
         return "fields (dotted for nested, or JSONPath $.a.b): " + ", ".join(list(self.keys)[:20])
 
 
-class JsonlReader(Reader):
+class JsonlReader(log_ops.RecordReader):
     """One JSON record a line: fields, time range, exact filters and counts."""
 
     name = "jsonl"
     extensions = frozenset({".jsonl", ".ndjson"})
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
-    operations = log_ops.OPERATIONS
     cost = CostProfile(parse_ms_per_mb=60.0, per_call_chars=120, full_view_ratio=0.95)
 
     def accepts(self, name: str, head: bytes) -> bool:
@@ -193,23 +188,8 @@ class JsonlReader(Reader):
         out.add(ask)
         return out.text()
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
-        return log_lines.locate(parsed, intent, max_chars, exclude, k)
-
-    def focus(self, parsed: Parsed, anchor: str) -> Batch:
-        return log_lines.focus(parsed, anchor)
-
-    def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
-        if operation.name not in self.operations:
-            return super().operate(parsed, operation, max_chars)
-        return log_ops.operate(parsed, JsonlTable(parsed), operation, max_chars)
+    def table(self, parsed: Parsed) -> log_ops.RecordTable:
+        return JsonlTable(parsed)
 
 
 def _records(lines: list[str]) -> tuple[list[str], list[int], list[Any], int]:

@@ -28,11 +28,11 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from readers import log_lines
-from readers.base import Batch, Parsed
+from readers.base import Batch, Parsed, Reader, ReadIntent
 from readers.ops import (
     BadOperation,
     Operation,
@@ -259,3 +259,32 @@ def _number(value: Value) -> float | None:
         return float(value)
     return as_number(value)
 
+
+class RecordReader(Reader):
+    """What the line-record Readers (JSONL, logs) share: line anchors, BM25 over
+    lines, and the exact operations of this module over their records."""
+
+    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
+    operations = OPERATIONS
+
+    def table(self, parsed: Parsed) -> RecordTable:
+        """The records of a parsed artifact."""
+        raise NotImplementedError
+
+    def locate(
+        self,
+        parsed: Parsed,
+        intent: ReadIntent,
+        max_chars: int,
+        exclude: Sequence[tuple[int, int]] = (),
+        k: int | None = None,
+    ) -> Batch:
+        return log_lines.locate(parsed, intent, max_chars, exclude, k)
+
+    def focus(self, parsed: Parsed, anchor: str) -> Batch:
+        return log_lines.focus(parsed, anchor)
+
+    def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
+        if operation.name not in self.operations:
+            return super().operate(parsed, operation, max_chars)
+        return operate(parsed, self.table(parsed), operation, max_chars)

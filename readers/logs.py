@@ -21,14 +21,11 @@ from readers import log_lines, log_ops, log_parse
 from readers.base import (
     ArtifactSource,
     ArtifactTooLarge,
-    Batch,
     CostProfile,
     Parsed,
-    Reader,
-    ReadIntent,
     UnsupportedArtifact,
 )
-from readers.ops import BadOperation, Operation
+from readers.ops import BadOperation
 from readers.text import decode_flags, decode_utf8, mostly_utf8
 
 _RAW_HINT = "read the original bytes with @raw"
@@ -77,13 +74,11 @@ class LogTable(log_ops.RecordTable):
         )
 
 
-class LogReader(Reader):
+class LogReader(log_ops.RecordReader):
     """Line logs: timestamps, levels, access-log fields; exact filters and counts."""
 
     name = "log"
     extensions = frozenset({".log"})
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
-    operations = log_ops.OPERATIONS
     cost = CostProfile(parse_ms_per_mb=45.0, per_call_chars=120, full_view_ratio=1.0)
 
     def accepts(self, name: str, head: bytes) -> bool:
@@ -133,23 +128,8 @@ class LogReader(Reader):
                 f" | @count&by={field} | @focus=L1-50")
         return out.text()
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
-        return log_lines.locate(parsed, intent, max_chars, exclude, k)
-
-    def focus(self, parsed: Parsed, anchor: str) -> Batch:
-        return log_lines.focus(parsed, anchor)
-
-    def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
-        if operation.name not in self.operations:
-            return super().operate(parsed, operation, max_chars)
-        return log_ops.operate(parsed, LogTable(parsed), operation, max_chars)
+    def table(self, parsed: Parsed) -> log_ops.RecordTable:
+        return LogTable(parsed)
 
 
 def _utf8_head(head: bytes) -> bool:
