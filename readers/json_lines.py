@@ -83,6 +83,7 @@ class JsonlTable(log_ops.RecordTable):
         self.keys: Counter[str] = parsed.data["keys"]
         self.time_key: str | None = parsed.data["time_key"]
         self.paths: dict[str, tuple[str, ...]] = parsed.data["paths"]
+        self.skipped = int(parsed.data["bad"])
 
     def __len__(self) -> int:
         return len(self.numbers)

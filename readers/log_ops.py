@@ -24,6 +24,7 @@ Sums are :func:`readers.ops.safe_fsum` (an overflow is said, never raised).
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from abc import ABC, abstractmethod
@@ -61,6 +62,7 @@ class RecordTable(ABC):
 
     unit: str = "records"
     reader: str = "log"
+    skipped: int = 0  # lines that are not records (bad JSONL lines): operations never see them
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -111,6 +113,9 @@ def _note(operation: Operation, table: RecordTable) -> str:
     described = operation.describe_filter(table.unit)
     if described:
         parts.append(described)
+    if table.skipped:
+        lines = "line that is not a record was" if table.skipped == 1 else "lines that are not records were"
+        parts.append(f"{table.skipped:,} {lines} not searched (grep them, or @focus=L<n>)")
     return "; ".join(parts)
 
 
@@ -165,9 +170,21 @@ def _bound(text: str | None) -> str | None:
     if text is None:
         return None
     text = text.strip()
-    if not _TIME_BOUND.fullmatch(text):
+    if not _TIME_BOUND.fullmatch(text) or not _real_time(text):
         raise BadOperation(f"cannot read the time {text!r}", hint=_TIME_HINT)
     return text.replace(" ", "T")
+
+
+def _real_time(prefix: str) -> bool:
+    """The prefix names a real moment: month 1-12, a day that month has, 24 h, 60 min/s."""
+    parts = [int(p) for p in re.split(r"[-T :.]", prefix)[:6]]
+    parts += [1, 1][: max(0, 3 - len(parts))]
+    year, month, day, *clock = parts
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    return all(v < limit for v, limit in zip(clock, (24, 60, 60), strict=False))
 
 
 def _filter(

@@ -296,3 +296,17 @@ def test_a_column_name_shared_by_several_columns_is_ambiguous() -> None:
     assert "#1, #2" in info.value.hint
     assert text(run(TableReader(), parsed, "sum", "A")).startswith("sum(A) = 10")  # the exact case is unique
     assert text(run(TableReader(), parsed, "sum", "#2")).startswith("sum(a) = 8")
+
+
+def test_time_bounds_must_name_a_real_moment() -> None:
+    parsed = jsonl(['{"time": "2015-05-17T10:05:03Z", "a": 1}'])
+    for bad in ("2015-13-45", "2015-02-30", "2015-05-17T24:00"):
+        with pytest.raises(BadOperation, match="cannot read the time"):
+            run(JsonlReader(), parsed, "count", until=bad)
+    assert text(run(JsonlReader(), parsed, "count", since="2016-02-29")).startswith("0 matching")
+
+
+def test_jsonl_operations_say_which_lines_they_could_not_search() -> None:
+    parsed = jsonl(['{"a": 1}', "not json but bad news", '{"a": 2}'])
+    batch = run(JsonlReader(), parsed, "filter", "bad news")
+    assert "1 line that is not a record was not searched" in batch.scope.note
