@@ -58,7 +58,7 @@ def parse_lines(lines: list[str]) -> Entries:
         if parsed is None and current_has_time:
             out.last[-1] = number
             continue
-        stamp, level, access, message = parsed or (None, None, None, line)
+        stamp, level, access, message = parsed or (None, _untimed_level(line), None, line)
         out.first.append(number)
         out.last.append(number)
         out.time.append(stamp)
@@ -86,6 +86,12 @@ def _parse_line(line: str) -> tuple[str, str | None, dict[str, str | None] | Non
         access = {"ip": ip, "method": method, "path": path, "status": status, "bytes": size}
         return stamp, None, access, f"{method or '-'} {_mask_path(path or '-')} {status}"
     return None
+
+
+def _untimed_level(line: str) -> str | None:
+    """A line without a timestamp ('ERROR job 7 failed', '[WARN] disk full') still has a level."""
+    level = _LEVEL.search(line, 0, LEVEL_WINDOW)
+    return _level(level.group(1)) if level else None
 
 
 def _level(word: str) -> str:

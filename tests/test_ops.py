@@ -310,3 +310,9 @@ def test_jsonl_operations_say_which_lines_they_could_not_search() -> None:
     parsed = jsonl(['{"a": 1}', "not json but bad news", '{"a": 2}'])
     batch = run(JsonlReader(), parsed, "filter", "bad news")
     assert "1 line that is not a record was not searched" in batch.scope.note
+
+
+def test_log_lines_without_timestamps_still_have_a_level() -> None:
+    data = b"".join(b"ERROR job %d failed\nINFO job %d done\n" % (i, i) for i in range(300))
+    parsed = parse(LogReader(), "jobs.log", data)
+    assert text(run(LogReader(), parsed, "count", where="level:ERROR")).startswith("300 matching")
