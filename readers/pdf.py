@@ -307,6 +307,9 @@ def _table_items(
             text = _rows_within(tsv, budget - sum(len(i.text) for i in items))
             if not text:
                 return items
+            if text != tsv:  # say the table goes on: a cut table must not read as a whole one
+                more = tsv.count("\n") - text.count("\n")
+                text += f"\n… {more:,} more rows: @focus=p{page}:table{number}"
             words = content_tokens(text)
             slots = tuple(j for j, c in enumerate(contents) if c & words)
             items.append(EvidenceItem(Anchor(f"p{page}:table{number}", at, at), text, round(score, 4), slots))

@@ -258,3 +258,19 @@ def test_refine_never_repeats_a_table_result(tmp_path: Path) -> None:
         seen |= anchors
     assert tables >= 1  # a table was delivered once, and only once
     root.close()
+
+
+def test_a_table_cut_to_the_budget_says_how_many_rows_remain() -> None:
+    from readers.base import ReadIntent
+    from readers.pdf import PdfReader
+    from tests.reader_conformance import MemorySource
+
+    reader = PdfReader()
+    parsed = reader.parse(MemorySource("b.pdf", (_DATA / "filings" / "BOEING_2022_10K.pdf").read_bytes()))
+    batch = reader.locate(parsed, ReadIntent("revenues table", ("revenues table",)), 900)
+    cut = [i for i in batch.items if ":table" in i.anchor.label and "more rows: @focus=" in i.text]
+    assert cut, [i.anchor.label for i in batch.items]
+    whole = reader.focus(parsed, cut[0].anchor.label).items[0].text
+    shown = cut[0].text.rsplit("\n", 1)[0]
+    more = int(cut[0].text.rsplit("\n", 1)[1].split()[1])
+    assert whole.startswith(shown) and whole.count("\n") == shown.count("\n") + more
