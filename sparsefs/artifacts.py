@@ -132,11 +132,12 @@ class ArtifactCache:
         listing = walk(self.root, rel)
         known = self._folder_version(rel, listing)
         with self._lock:
-            parsed = self._parsed.get((known, _FOLDER.name))
-        if parsed is None:
-            source = DirectoryCollection(rel, listing.members, listing.left_out, self._member, self._is_cached)
-            parsed = _FOLDER.parse_collection(source)
-        version = self._folder_version(rel, listing)
+            cached = self._parsed.get((known, _FOLDER.name))
+        if cached is not None:
+            return Artifact(rel, known, stat_key(st), _FOLDER, cached)
+        source = DirectoryCollection(rel, listing.members, listing.left_out, self._member, self._is_cached)
+        parsed = _FOLDER.parse_collection(source)
+        version = self._folder_version(rel, listing)  # members parsed just now have content fingerprints
         if parsed.data.get("complete"):
             self._remember((version, _FOLDER.name), parsed)
         else:
