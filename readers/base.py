@@ -11,6 +11,7 @@ Exception tree::
     ├── UnsupportedArtifact    no text layer / binary / wrong family
     ├── ArtifactTooLarge       over the Reader's size bound
     ├── BadAnchor              a focus anchor that does not resolve
+    │   └── ScopeMismatch          a scope or sheet the artifact does not have
     ├── UnsupportedOperation   an exact operation this Reader does not offer
     └── BadOperation           (readers.ops) a malformed operation, unknown column or key
 
@@ -50,6 +51,10 @@ class BadAnchor(ReaderError):
     """A focus anchor that is malformed or points past the end."""
 
 
+class ScopeMismatch(BadAnchor):
+    """A scope the artifact does not have: pages past the end, a sheet that does not exist."""
+
+
 class UnsupportedOperation(ReaderError):
     """The Reader has no such exact operation (e.g. @sum on a PDF)."""
 
@@ -78,12 +83,16 @@ class ReadIntent:
 
     ``scope`` (from ``&scope=``) restricts where evidence may come from, in the
     Reader's own anchor syntax (``L10-400``, ``#Heading`` for text); a scope
-    that does not resolve raises BadAnchor.
+    that does not resolve raises BadAnchor (or its ScopeMismatch subclass).
+    ``context`` holds words of the session intent the access did not say: a
+    ranking Reader may use them to re-rank passages that already match a slot
+    (``bm25index.contextual_scores``), never to select a passage on their own.
     """
 
     text: str
     slots: tuple[str, ...]
     scope: str | None = None
+    context: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,7 @@ class EvidenceItem:
     text: str
     score: float = 0.0
     slots: tuple[int, ...] = ()
+    stance: Literal["supporting", "contradicting"] | None = None  # verify: how the passage bears on the claim
 
 
 @dataclass(frozen=True)

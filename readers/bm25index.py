@@ -171,6 +171,20 @@ class UnitIndex:
         return total.astype(np.float64)
 
 
+CONTEXT_WEIGHT = 0.25
+"""How much the session context counts against the slot itself: enough to order passages
+that match the slot about equally, too little to lift a weak match over a strong one."""
+
+
+def contextual_scores(index: UnitIndex, query: str, context: str | None) -> Scores:
+    """BM25 of ``query``; units it matches gain CONTEXT_WEIGHT times the context's score."""
+    scores = index.scores(query)
+    if not context:
+        return scores
+    extra = index.scores(context)
+    return scores + CONTEXT_WEIGHT * extra * (scores > 0)
+
+
 K1 = 1.5
 B = 0.75
 _TOKEN = re.compile(r"\w\w+")  # what bm25s' r"(?u)\b\w\w+\b" finds, a little faster

@@ -44,7 +44,7 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.bm25index import Scores, UnitIndex, blocked_mask, content_tokens, select, smoothed
+from readers.bm25index import Scores, UnitIndex, blocked_mask, content_tokens, contextual_scores, select, smoothed
 from readers.code_heuristic import INTERPRETERS, LANGUAGES, language_of
 from readers.code_outline import preview_text
 from readers.code_symbols import Symbol, SymbolIndex, index_symbols
@@ -126,7 +126,8 @@ class CodeReader(textreader.TextReader):
             coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
             return Batch((), view.scope, coverage, flags=("no-content-words", *flags))
         bm25 = textreader.unit_index_of(parsed)
-        raw = {j: view.part(_boosted(parsed, bm25.scores(slot), slot)) for j, slot in enumerate(slots) if contents[j]}
+        scored = {j: contextual_scores(bm25, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
+        raw = {j: view.part(_boosted(parsed, scores, slots[j])) for j, scores in scored.items()}
         ranked = {j: smoothed(scores) for j, scores in raw.items()}
         blocked = blocked_mask(view.starts, view.ends, exclude)
         picked = textreader.passage_items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))

@@ -195,7 +195,7 @@ class FolderReader(Reader):
         coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]] = []
         for view in chosen:
             reader, member = col.readers[view.rel]
-            member_intent = ReadIntent(intent.text, slots)
+            member_intent = ReadIntent(intent.text, slots, context=intent.context)
             batch = reader.locate(member, member_intent, share, _member_exclude(view, exclude), None)
             items += [_shifted(view, item) for item in batch.items]
             coverages.append((view, batch.coverage))

@@ -44,7 +44,7 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.bm25index import blocked_mask, content_tokens, select, smoothed
+from readers.bm25index import blocked_mask, content_tokens, contextual_scores, select, smoothed
 from readers.json_shape import shape
 from readers.json_spans import Tree, Unit, path_label, run_label
 from readers.ops import Operation, format_number, reduce_numbers, require_options
@@ -121,7 +121,7 @@ class JsonReader(Reader):
         contents = [content_tokens(slot) for slot in slots]
         if not any(contents):
             return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), ("no-content-words",))
-        raw = {j: index.scores(slot) for j, slot in enumerate(slots) if contents[j]}
+        raw = {j: contextual_scores(index, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
         sel = select(starts, ends, {j: smoothed(s) for j, s in raw.items()}, blocked, max_chars, k)
         items = []
         for run in _split(sel.passages(), ids):

@@ -30,7 +30,15 @@ from readers.base import (
     Scope,
     SlotCoverage,
 )
-from readers.bm25index import Offsets, UnitIndex, blocked_mask, content_tokens, select, smoothed
+from readers.bm25index import (
+    Offsets,
+    UnitIndex,
+    blocked_mask,
+    content_tokens,
+    contextual_scores,
+    select,
+    smoothed,
+)
 from readers.segment import Positions, line_starts
 
 LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
@@ -186,7 +194,7 @@ def locate(
     contents = [content_tokens(slot) for slot in slots]
     if not any(contents):
         return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), ("no-content-words",))
-    raw = {j: index.scores(slot) for j, slot in enumerate(slots) if contents[j]}
+    raw = {j: contextual_scores(index, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
     sel = select(starts, ends, {j: smoothed(s) for j, s in raw.items()}, blocked, max_chars, k)
     items = []
     for run in sel.passages():

@@ -37,7 +37,17 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.bm25index import Mask, Offsets, Scores, UnitIndex, blocked_mask, content_tokens, select, smoothed
+from readers.bm25index import (
+    Mask,
+    Offsets,
+    Scores,
+    UnitIndex,
+    blocked_mask,
+    content_tokens,
+    contextual_scores,
+    select,
+    smoothed,
+)
 from readers.pdf_anchors import TABLE, PageMap, resolve
 from readers.pdf_extract import MAX_SECONDS, extract
 from readers.pdf_preview import page_ranges, preview
@@ -134,7 +144,8 @@ class PdfReader(Reader):
             flag = "no-content-words" if np.count_nonzero(~view.markers) else "no-text-found"
             return Batch((), view.scope, coverage, flags=(*flags, flag))
         index = _data(parsed, "index", UnitIndex)
-        raw = {j: index.scores(slot)[view.first : view.first + len(view.starts)] for j, slot in enumerate(slots)}
+        window = slice(view.first, view.first + len(view.starts))
+        raw = {j: contextual_scores(index, slot, intent.context)[window] for j, slot in enumerate(slots)}
         raw = {j: np.where(view.markers, 0.0, s) for j, s in raw.items() if contents[j]}
         tables: list[EvidenceItem] = []
         if wants_tables(intent.text):

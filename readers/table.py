@@ -38,7 +38,7 @@ from readers.base import (
     Scope,
     SlotCoverage,
 )
-from readers.bm25index import UnitIndex, blocked_mask, content_tokens, select, smoothed
+from readers.bm25index import UnitIndex, blocked_mask, content_tokens, contextual_scores, select, smoothed
 from readers.ops import Operation
 from readers.table_csv import parse_csv
 from readers.table_model import Sheet, build_view, letter_index, no_gc, quote_sheet
@@ -138,7 +138,7 @@ class TableReader(Reader):
             return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), flags=(flag,))
         _check_indexable(parsed)
         index = _index(parsed)
-        raw = {j: index.scores(slot)[lo:hi] for j, slot in enumerate(slots) if contents[j]}
+        raw = {j: contextual_scores(index, slot, intent.context)[lo:hi] for j, slot in enumerate(slots) if contents[j]}
         ranked = {j: smoothed(scores) for j, scores in raw.items()}
         sel = select(starts, ends, ranked, blocked_mask(starts, ends, exclude), max_chars, k)
         items = []

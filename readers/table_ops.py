@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from readers.base import Anchor, Batch, EvidenceItem, Parsed, Scope
+from readers.base import Anchor, Batch, EvidenceItem, Parsed, Scope, ScopeMismatch
 from readers.ops import (
     BadOperation,
     Condition,
@@ -142,7 +142,7 @@ def _pick_sheet(sheets: list[Sheet], wanted: str | None) -> tuple[int, list[str]
             return s, []
     if sheets[0].name is None:
         raise BadOperation("a CSV/TSV file has no sheets", hint="drop &sheet=")
-    raise BadOperation(f"no sheet {wanted!r}", hint="sheets: " + ", ".join(names[:20]))
+    raise ScopeMismatch(f"no sheet {wanted!r}", hint="sheets: " + ", ".join(names[:20]))
 
 
 def _condition_mask(sel: Selection, condition: Condition, clock: PatternClock) -> npt.NDArray[np.bool_]:

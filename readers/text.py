@@ -43,6 +43,7 @@ from readers.bm25index import (
     UnitIndex,
     blocked_mask,
     content_tokens,
+    contextual_scores,
     select,
     smoothed,
 )
@@ -136,7 +137,11 @@ class TextReader(Reader):
             coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
             return Batch((), view.scope, coverage, flags=("no-content-words",))
         index = unit_index_of(parsed)
-        raw = {j: view.part(index.scores(slot)) for j, slot in enumerate(slots) if contents[j]}
+        raw = {
+            j: view.part(contextual_scores(index, slot, intent.context))
+            for j, slot in enumerate(slots)
+            if contents[j]
+        }
         ranked = {j: smoothed(scores) for j, scores in raw.items()}
         blocked = blocked_mask(view.starts, view.ends, exclude)
         items = passage_items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))

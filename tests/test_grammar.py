@@ -134,12 +134,17 @@ def test_focus_takes_anchor_without_slots() -> None:
     assert parse_suffix("focus=#Heading; with semicolon").slots == ()
 
 
-@pytest.mark.parametrize("action", ["collect", "refine", "verify", "intent"])
+@pytest.mark.parametrize("action", ["collect", "refine", "intent"])
 def test_slotted_actions_split_their_argument(action: str) -> None:
     req = parse_suffix(f"{action}=revenue 2023; headcount")
     assert req.action == action
     assert req.argument == "revenue 2023; headcount"
     assert req.slots == ("revenue 2023", "headcount")
+
+
+def test_a_verify_claim_is_one_slot() -> None:
+    claim = "revenue, margin and cash flow increased; staff fell"
+    assert parse_suffix(f"verify={claim}").slots == (claim,)
 
 
 @pytest.mark.parametrize("suffix", ["intent", "intent=", "intent=   ", "intent=%20"])
@@ -602,3 +607,103 @@ def test_fuzz_split_name(name: str, cut_points: set[int], whole_exists: bool) ->
     longer = [name[:i] for i, c in enumerate(name) if c == "@" and i > len(base)]
     assert not any(b in real for b in longer)
     check_request(req, frozenset({"sum"}))
+
+
+# --- split_slots: conjunction lists ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "slots"),
+    [
+        ("revenue, net income and headcount", ("revenue", "net income", "headcount")),
+        ("revenue, net income, and headcount", ("revenue", "net income", "headcount")),
+        ("revenue, net income or headcount", ("revenue", "net income", "headcount")),
+        ("revenue, margin as well as cash flow", ("revenue", "margin", "cash flow")),
+        ("revenue, margin, capex and cash flow", ("revenue", "margin", "capex", "cash flow")),
+        (
+            "Compare revenue, margin and cash flow for 2023",
+            ("revenue for 2023", "margin for 2023", "cash flow for 2023"),
+        ),
+        (
+            "What were the revenue, margin and cash flow?",
+            ("What were the revenue?", "What were the margin?", "What were the cash flow?"),
+        ),
+        (
+            "Show me revenue, margin, and headcount in Europe",
+            ("revenue in Europe", "margin in Europe", "headcount in Europe"),
+        ),
+        ("For 2023: revenue, margin and staff", ("For 2023: revenue", "For 2023: margin", "For 2023: staff")),
+        (
+            "revenue, margin and cash flow for 2023 and 2024",
+            ("revenue for 2023 and 2024", "margin for 2023 and 2024", "cash flow for 2023 and 2024"),
+        ),
+        ("profit and loss, revenue and margin", ("profit and loss", "revenue", "margin")),
+        (
+            "revenue, margin and headcount growth over the last three years",
+            tuple(f"{item} over the last three years" for item in ("revenue", "margin", "headcount growth")),
+        ),
+        ("R&D, SG&A and capex", ("R&D", "SG&A", "capex")),
+        ('"net sales", revenue and income', ('"net sales"', "revenue", "income")),
+        ("sales of 1,000 units, returns and refunds", ("sales of 1,000 units", "returns", "refunds")),
+        # ';' and numbered slots first; the list rule then applies inside each slot
+        ("staff; revenue, margin and cash flow", ("staff", "revenue", "margin", "cash flow")),
+        (
+            "For 2023: 1) revenue, margin and cash flow 2) staff",
+            ("For 2023: revenue", "For 2023: margin", "For 2023: cash flow", "For 2023: staff"),
+        ),
+        ("1) EU revenue 2) rent, utilities and wages", ("EU revenue", "rent", "utilities", "wages")),
+    ],
+)
+def test_split_slots_conjunction_lists(text: str, slots: tuple[str, ...]) -> None:
+    assert split_slots(text) == slots
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "profit and loss",
+        "terms and conditions",
+        "R&D and headcount",
+        "revenue, and margin",
+        "revenue and margin or cost",
+        "revenue of 1,000,000 and 2,000",
+        "1,000, 2,000 and 3,000",
+        '"revenue, margin and cash flow"',
+        "\u201crevenue, margin and cash flow\u201d",
+        "'revenue, margin and cash flow'",
+        "In 2023, revenue and margin",
+        "In 2023, 2024 and 2025",
+        "revenue, margin, cash flow",
+        "We saw revenue, margin and cash flow improve as costs fell and demand rose sharply",
+        "When revenue fell, the margin shrank and cash flow weakened",
+        "the U.S. market, the EU and Asia",
+        "net income, see note 3. Margins and cash",
+    ],
+)
+def test_split_slots_keeps_non_lists_whole(text: str) -> None:
+    assert split_slots(text) == (text,)
+
+
+def test_split_slots_list_rule_only_within_slots() -> None:
+    # the ';' slot stays whole when its commas are prose; the other slot still splits
+    prose = "when revenue fell in the second half of the year, margins shrank and cash flow weakened"
+    assert split_slots(f"{prose}; rent, utilities and wages") == (prose, "rent", "utilities", "wages")
+
+
+def test_parse_suffix_gives_list_slots() -> None:
+    req = parse_suffix("intent=R&D, SG&A and capex for 2023&k=3")
+    assert req.argument == "R&D, SG&A and capex for 2023"
+    assert req.slots == ("R&D for 2023", "SG&A for 2023", "capex for 2023")
+    assert req.k == 3
+
+
+LIST_WORDS = st.sampled_from(["revenue", "net income", "cash flow", "staff", "R&D", "EBITDA", "margin"])
+
+
+@FUZZ
+@given(st.lists(LIST_WORDS, min_size=3, max_size=6, unique=True), st.sampled_from(["and", "or", "as well as"]),
+       st.booleans())
+def test_fuzz_lists_give_one_slot_per_item(items: list[str], conj: str, oxford: bool) -> None:
+    text = ", ".join(items[:-1]) + ("," if oxford else "") + f" {conj} {items[-1]}"
+    assert split_slots(text) == tuple(items)
+    assert split_slots(f"Compare {text} for 2023") == tuple(f"{item} for 2023" for item in items)

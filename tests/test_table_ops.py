@@ -14,7 +14,7 @@ from pathlib import Path
 import openpyxl  # type: ignore[import-untyped]
 import pytest
 
-from readers.base import Batch, Parsed, UnsupportedOperation
+from readers.base import Batch, Parsed, ScopeMismatch, UnsupportedOperation
 from readers.ops import BadOperation, Operation, build_operation, matches, parse_where
 from readers.table import TableReader
 from tests.reader_conformance import MemorySource
@@ -174,7 +174,7 @@ def test_xlsx_sheet_choice_is_stated() -> None:
     book = openpyxl.load_workbook(SHEETS / "GDPBreakdown.xlsx", read_only=True)
     names = [r[0] for r in book["Sheet2"].iter_rows(min_row=2, values_only=True) if r[0]]
     assert text(second).startswith(f"distinct(Chosen Countries) = {len(set(names))} distinct values")
-    with pytest.raises(BadOperation) as info:
+    with pytest.raises(ScopeMismatch) as info:
         run(parsed, "count", sheet="Nope")
     assert "Sheet2" in info.value.hint
 
