@@ -3,6 +3,14 @@
 The fingerprint is xxh3-128 of the content, remembered by (device, inode, size,
 mtime_ns) so an unchanged file is never hashed twice. Parsed artifacts (full
 view plus Reader indexes) are cached by fingerprint in a bounded LRU.
+
+With a :class:`~sparsefs.parsed_store.ParsedStore` both survive a remount:
+a fingerprint missing from memory is looked up on disk by the full stat key
+(with ctime) before hashing, and a parse missing from memory is loaded from
+the store before parsing (``disk_loads`` counts those, ``parses`` the real
+parses). A fingerprint taken while the file was racy (mtime within 2 s of the
+hash) is kept in memory only and re-verified once the file has aged, so it
+can be persisted safely. Without a store the behaviour is memory-only.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ import errno
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -20,6 +29,7 @@ from readers import registry
 from readers.base import ArtifactTooLarge, Parsed, Reader, ReaderError, UnsupportedArtifact
 from readers.folder import FolderReader
 from sparsefs.collection import DirectoryCollection, Listing, walk
+from sparsefs.parsed_store import ParsedStore, is_racy
 from sparsefs.rootfs import SourceRoot
 
 StatKey = tuple[int, int, int, int]
@@ -71,8 +81,11 @@ class Artifact:
 class ArtifactCache:
     """Loads artifacts through the source root; thread-safe, bounded."""
 
-    def __init__(self, root: SourceRoot, max_parsed_chars: int = 256 * 1024 * 1024) -> None:
+    def __init__(
+        self, root: SourceRoot, max_parsed_chars: int = 256 * 1024 * 1024, store: ParsedStore | None = None,
+    ) -> None:
         self.root = root
+        self.store = store
         self.max_parsed_chars = max_parsed_chars
         self._fingerprints: dict[StatKey, str] = {}
         self._parsed: OrderedDict[tuple[str, str], Parsed] = OrderedDict()
@@ -82,7 +95,9 @@ class ArtifactCache:
         self._readers: dict[str, Reader] = {}
         self._lock = threading.Lock()
         self._parse_locks = [threading.Lock() for _ in range(_PARSE_STRIPES)]
+        self._racy: set[StatKey] = set()
         self.parses = 0
+        self.disk_loads = 0
 
     def load(self, rel: str) -> Artifact:
         """The parsed artifact; an unchanged, already parsed file is not even read."""
@@ -93,14 +108,14 @@ class ArtifactCache:
             if stat.S_ISDIR(st.st_mode):
                 return self._load_folder(rel, st)
             _check_regular(st)
-            key, fresh = stat_key(st), self._take_dirty(rel)
+            key, fresh = stat_key(st), self._take_dirty(rel) or self._recheck(st)
             warm = None if fresh else self._warm(rel, key)
             if warm is not None:
                 return warm
             data = _read_all(fd, st.st_size)
         finally:
             os.close(fd)
-        return self._build(rel, key, data, fresh)
+        return self._build(rel, st, data, fresh)
 
     def fingerprint(self, rel: str) -> str:
         """The content fingerprint of ``rel`` now; hashes only new or written files."""
@@ -111,16 +126,14 @@ class ArtifactCache:
             if stat.S_ISDIR(st.st_mode):
                 return self._folder_version(rel, walk(self.root, rel))
             _check_regular(st)
-            key = stat_key(st)
-            if not self._take_dirty(rel):
-                with self._lock:
-                    known = self._fingerprints.get(key)
+            if not (self._take_dirty(rel) or self._recheck(st)):
+                known = self._known(st)
                 if known is not None:
                     return known
             data = _read_all(fd, st.st_size)
         finally:
             os.close(fd)
-        return self._fingerprint(key, data, fresh=True)
+        return self._fingerprint(st, data, fresh=True)
 
     def _load_folder(self, rel: str, st: os.stat_result) -> Artifact:
         """A directory as a collection; cached only when every member was indexed.
@@ -172,9 +185,14 @@ class ArtifactCache:
         with self._lock:
             fingerprint = self._fingerprints.get(stat_key(st))
             reader = self._readers.get(fingerprint) if fingerprint else None
-            if fingerprint is None or reader is None or rel in self._dirty:
+            if rel in self._dirty:
                 return False
-            return (fingerprint, reader.name) in self._parsed
+            if fingerprint is not None and reader is not None and (fingerprint, reader.name) in self._parsed:
+                return True
+        if self.store is None or not stat.S_ISREG(st.st_mode):
+            return False
+        fingerprint = fingerprint or self.store.fingerprint_get(st)
+        return fingerprint is not None and self.store.contains(fingerprint)
 
     def _member(self, rel: str) -> tuple[Reader, Parsed]:
         try:
@@ -191,10 +209,13 @@ class ArtifactCache:
             if parsed is None or fingerprint is None or reader is None:
                 return None
             self._parsed.move_to_end((fingerprint, reader.name))
+        if self.store is not None:
+            self.store.note_use(fingerprint, reader.name, parsed)
         return Artifact(rel, fingerprint, key, reader, parsed)
 
-    def _build(self, rel: str, key: StatKey, data: bytes, fresh: bool) -> Artifact:
-        fingerprint = self._fingerprint(key, data, fresh)
+    def _build(self, rel: str, st: os.stat_result, data: bytes, fresh: bool) -> Artifact:
+        key = stat_key(st)
+        fingerprint = self._fingerprint(st, data, fresh)
         reader = registry.select(os.path.basename(rel), data[:_HEAD_BYTES])
         parsed = self._parse(fingerprint, reader, os.path.basename(rel), data)
         with self._lock:
@@ -219,15 +240,42 @@ class ArtifactCache:
                 return True
             return False
 
-    def _fingerprint(self, key: StatKey, data: bytes, fresh: bool) -> str:
+    def _recheck(self, st: os.stat_result) -> bool:
+        """A racy fingerprint of a file that has aged since: hash once more, then persist it."""
+        if self.store is None or stat_key(st) not in self._racy:
+            return False
+        return not is_racy(st, time.time_ns())
+
+    def _known(self, st: os.stat_result) -> str | None:
+        """The fingerprint of this version without hashing: memory, then the store."""
+        key = stat_key(st)
         with self._lock:
-            cached = None if fresh else self._fingerprints.get(key)
+            known = self._fingerprints.get(key)
+        if known is not None or self.store is None:
+            return known
+        known = self.store.fingerprint_get(st)
+        if known is not None:
+            with self._lock:
+                self._fingerprints[key] = known
+        return known
+
+    def _fingerprint(self, st: os.stat_result, data: bytes, fresh: bool) -> str:
+        cached = None if fresh else self._known(st)
         if cached is not None:
             return cached
+        key = stat_key(st)
         digest = xxhash.xxh3_128_hexdigest(data)
         with self._lock:
             self._fingerprints[key] = digest
+        if self.store is not None:
+            self._persist_fingerprint(st, digest)
         return digest
+
+    def _persist_fingerprint(self, st: os.stat_result, digest: str) -> None:
+        assert self.store is not None
+        stored = self.store.fingerprint_put(st, digest, time.time_ns())
+        with self._lock:
+            (self._racy.discard if stored else self._racy.add)(stat_key(st))
 
     def _parse(self, fingerprint: str, reader: Reader, name: str, data: bytes) -> Parsed:
         """Parse once per (fingerprint, Reader): concurrent loads of one version wait for the first."""
@@ -237,13 +285,21 @@ class ArtifactCache:
                 if cache_key in self._parsed:
                     self._parsed.move_to_end(cache_key)
                     return self._parsed[cache_key]
+            stored = self.store.load(*cache_key) if self.store is not None else None
+            if stored is not None:
+                self._remember(cache_key, stored, parsed_now=False)
+                return stored
+            started = time.perf_counter()
             parsed = reader.parse(BytesSource(name, data))
+            if self.store is not None:
+                self.store.save(fingerprint, reader.name, parsed, time.perf_counter() - started)
             self._remember(cache_key, parsed)
         return parsed
 
-    def _remember(self, cache_key: tuple[str, str], parsed: Parsed) -> None:
+    def _remember(self, cache_key: tuple[str, str], parsed: Parsed, parsed_now: bool = True) -> None:
         with self._lock:
-            self.parses += 1
+            self.parses += parsed_now
+            self.disk_loads += not parsed_now
             old = self._parsed.pop(cache_key, None)
             self._parsed_chars -= len(old.full_view) if old is not None else 0
             self._parsed[cache_key] = parsed

@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     mount.add_argument("--state-dir", help="logs and state (default: ~/.cache/sparsefs/<hash>)")
     mount.add_argument("--allow-other", action="store_true", help="let other users in (turns on default_permissions)")
-    mount.add_argument("--no-watch", action="store_true", help="do not watch the source for outside changes")
+    mount.add_argument("--no-watch", action="store_true",
+                       help="check the source on each open instead of watching it (inotify)")
     mount.add_argument("--backend", choices=backends.CHOICES, default="auto",
                        help="kernel: /dev/fuse with kernel passthrough (root, Linux >= 6.9); mfusepy: libfuse3; "
                             "auto (default): kernel where it can run, else mfusepy")
@@ -37,10 +38,20 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--spin-us", type=int, default=None, metavar="US",
                        help="kernel backend: keep polling /dev/fuse this many microseconds after a request before "
                             "sleeping (default 200; 0 = never spin: less CPU, slower small-file work)")
+    mount.add_argument("--session-intent", metavar="TEXT",
+                       help="the session's standing objective; fills in what an access intent leaves out "
+                            "(change it later by writing .sparsefs/session)")
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     umount = sub.add_parser("umount", help="unmount MNT and wait for its daemon to exit")
     umount.add_argument("mountpoint", metavar="MNT")
     umount.add_argument("-z", "--lazy", action="store_true", help="lazy unmount (detach even when busy)")
+    episodes = sub.add_parser("episodes", help="list reading episodes (live from a mount, or saved in the state dir)")
+    episodes.add_argument("path", metavar="PATH", nargs="?", default=".",
+                          help="a SparseFS mount, or a source directory (default: .)")
+    episodes.add_argument("--state-dir", help="read this state directory instead")
+    episodes.add_argument("--id", help="show one episode in full (JSON)")
+    episodes.add_argument("--json", action="store_true", help="all listed episodes as JSON lines")
+    episodes.add_argument("--limit", type=int, default=50, help="newest N episodes (default 50)")
     sub.add_parser("doctor", help="check /dev/fuse, libfuse, fusermount and permissions; say how to fix each")
     demo = sub.add_parser("demo", help="mount a bundled sample workspace and show a plain and an evidence read")
     demo.add_argument("--keep", action="store_true", help="leave the demo mounted")
@@ -49,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"mount": cmd_mount, "umount": cmd_umount, "doctor": cmd_doctor, "demo": cmd_demo}
+    handlers = {"mount": cmd_mount, "umount": cmd_umount, "doctor": cmd_doctor, "demo": cmd_demo,
+                "episodes": cmd_episodes}
     try:
         return handlers[args.command](args)
     except MountError as err:
@@ -59,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
-    plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us)
+    plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
+                               session_intent=args.session_intent)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
         configure_logging(args.verbose)
@@ -72,6 +85,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(plan.source), str(plan.mountpoint),
                "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
     command += ["--spin-us", str(plan.spin_us)] if plan.spin_us is not None else []
+    command += ["--session-intent", plan.session_intent] if plan.session_intent is not None else []
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
                                       ("--verbose", args.verbose)) if on]
     with open(log_path, "ab") as log:
@@ -114,6 +128,12 @@ def cmd_umount(args: argparse.Namespace) -> int:
         return 1
     print(f"unmounted {mountpoint}")
     return 0
+
+
+def cmd_episodes(args: argparse.Namespace) -> int:
+    from sparsefs.episode_report import print_episodes
+
+    return print_episodes(args.path, args.state_dir, args.id, args.json, args.limit, sys.stdout)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -1,9 +1,11 @@
 """The control tree at the mount root: ``.sparsefs/``, built from ordinary sources.
 
-Everything here is read-only and generated: SKILL.md (static text shipped in
-the package), stats.json and episodes/*.json (snapshots of live state),
-ready (appears once the mount serves requests) and log.jsonl (the append-only
-log file in the state directory, served live so ``tail -f`` works).
+Everything here is generated: SKILL.md (static text shipped in the package),
+stats.json and episodes/*.json (snapshots of live state), ready (appears once
+the mount serves requests) and log.jsonl (the append-only log file in the
+state directory, served live so ``tail -f`` works) are read-only; ``session``
+is the one writable file: it reads as the session intent, and what is written
+to it becomes the session intent when the writer closes it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from importlib import resources
 import orjson
 
 from sparsefs.episodes import EpisodeStore
+from sparsefs.intents import SessionIntent
 from sparsefs.stats import Stats
 
 CONTROL_DIR = ".sparsefs"
 LOG_NAME = "log.jsonl"
+SESSION_FILE = "session"
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 _DIRS = ("", "episodes")
 
@@ -35,15 +39,20 @@ class ControlNode:
     is_dir: bool
     content: bytes | None = None
     live_log: bool = False
+    writable: bool = False
 
 
 class ControlTree:
     """Resolves paths below ``.sparsefs`` to nodes."""
 
-    def __init__(self, stats: Stats, episodes: EpisodeStore, ready: Callable[[], bytes | None]) -> None:
+    def __init__(
+        self, stats: Stats, episodes: EpisodeStore, ready: Callable[[], bytes | None],
+        session: SessionIntent | None = None,
+    ) -> None:
         self.stats = stats
         self.episodes = episodes
         self._ready = ready
+        self.session = session or SessionIntent()
         self._skill = skill_text()
 
     @staticmethod
@@ -56,6 +65,8 @@ class ControlTree:
             return ControlNode(is_dir=True)
         if sub == LOG_NAME:
             return ControlNode(is_dir=False, live_log=True)
+        if sub == SESSION_FILE:
+            return ControlNode(is_dir=False, content=self.session.content(), writable=True)
         if sub.startswith("episodes/"):
             return self._episode(sub.removeprefix("episodes/"))
         content = self._file(sub)
@@ -64,7 +75,7 @@ class ControlTree:
     def listdir(self, sub: str) -> list[str]:
         if sub == "episodes":
             return [f"{e.id}.json" for e in self.episodes.all()]
-        names = ["SKILL.md", "stats.json", LOG_NAME, "episodes"]
+        names = ["SKILL.md", "stats.json", LOG_NAME, SESSION_FILE, "episodes"]
         return names + (["ready"] if self._ready() is not None else [])
 
     def log_size(self) -> int:

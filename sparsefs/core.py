@@ -25,17 +25,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparsefs.artifacts import ArtifactCache
-from sparsefs.control import CONTROL_DIR, ControlTree
+from sparsefs.control import CONTROL_DIR, SESSION_FILE, ControlTree
 from sparsefs.evidence import EvidenceFiles
+from sparsefs.freshness import check_core_open
+from sparsefs.intents import MAX_SESSION_CHARS, SessionIntent
 from sparsefs.protocol import Protocol
 from sparsefs.rootfs import SourceRoot, relative, stat_dict
+from sparsefs.state import StateDB
 from sparsefs.stats import Stats
 from sparsefs.virtual import virtual_ino
 
 _HANDLE_BASE = 1 << 40
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _CONTROL_PREFIX = "/" + CONTROL_DIR
-_NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name longer than the source fs allows may be virtual
+_NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)
+SESSION_KEY = "session_intent"
+MAX_SESSION_BYTES = 4 * MAX_SESSION_CHARS  # a name longer than the source fs allows may be virtual
 
 
 @dataclass(frozen=True)
@@ -48,29 +53,42 @@ class OpenResult:
 
 @dataclass
 class _Generated:
-    """An open generated file: fixed bytes, or a live file (log, @raw) through an fd."""
+    """An open generated file: fixed bytes, a live file (log, @raw) through an fd, or
+    the writable session file (``draft`` holds what is being written)."""
 
     attrs: dict[str, int]
     data: bytes = b""
     log_fd: int = -1
     pin: tuple[int, str] | None = None
+    draft: bytearray | None = None
+    written: bool = False
 
     def stat(self) -> dict[str, int]:
         """What fstat on this handle reports: always the size of what it serves."""
-        size = os.fstat(self.log_fd).st_size if self.log_fd >= 0 else len(self.data)
+        size = os.fstat(self.log_fd).st_size if self.log_fd >= 0 else len(self.content())
         return self.attrs | {"st_size": size, "st_blocks": (size + 511) // 512}
+
+    def content(self) -> bytes:
+        return bytes(self.draft) if self.draft is not None else self.data
 
 
 class Core:
     """Every filesystem operation of a SparseFS mount."""
 
-    def __init__(self, root: SourceRoot, stats: Stats, protocol: Protocol | None = None) -> None:
+    def __init__(
+        self, root: SourceRoot, stats: Stats, protocol: Protocol | None = None, state: StateDB | None = None,
+        session_intent: str | None = None, artifacts: ArtifactCache | None = None,
+    ) -> None:
         self.root = root
         self.stats = stats
-        self.artifacts = ArtifactCache(root)
-        self.protocol = protocol or Protocol(self.artifacts)
-        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text)
-        self.evidence = EvidenceFiles(root, self.protocol, stats)
+        self.state = state
+        self.artifacts = artifacts or ArtifactCache(root)
+        session = SessionIntent(_initial_session(state, session_intent), on_change=self._session_changed)
+        self.protocol = protocol or Protocol(self.artifacts, state=state, session=session)
+        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
+        self.evidence = EvidenceFiles(root, self.protocol, stats, state)
+        stats.gauges["artifacts_parsed"] = lambda: self.artifacts.parses
+        stats.gauges["artifacts_loaded_from_disk"] = lambda: self.artifacts.disk_loads
         self._invalidate: Callable[[str], None] = lambda path: None
         self._snapshots: dict[str, bytes] = {}
         self.ready_since: float | None = None
@@ -93,6 +111,10 @@ class Core:
 
     def mark_ready(self) -> None:
         self.ready_since = time.time()
+
+    def _session_changed(self, text: str) -> None:
+        if self.state is not None:
+            self.state.set_setting(SESSION_KEY, text)
 
     def _ready_text(self) -> bytes | None:
         if self.ready_since is None:
@@ -157,7 +179,7 @@ class Core:
 
     def access(self, path: str, mode: int) -> None:
         if _is_control(path) or self._is_virtual(path):
-            if mode & os.W_OK:
+            if mode & os.W_OK and not _is_session(path):
                 raise OSError(errno.EROFS, "generated files are read-only")
             return
         self.root.access(relative(path), mode)
@@ -167,6 +189,7 @@ class Core:
         if _is_control(path):
             return self._open_generated(self._control_content(path, flags))
         rel = relative(path)
+        check_core_open(self, rel)  # on-access mode only: an outside change since the last open invalidates
         try:
             return OpenResult(self.root.open_regular(rel, flags & ~os.O_CREAT), direct_io=False)
         except OSError as err:
@@ -190,7 +213,7 @@ class Core:
     def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
         """``path`` is None for a file unlinked while open: the handle still works."""
         if fh >= _HANDLE_BASE:
-            raise OSError(errno.EBADF, "generated files are read-only")
+            return self._write_session(fh, data, offset)
         written = os.pwrite(fh, data, offset)
         self.stats.add("plain_bytes_written", written)
         if path is not None:
@@ -198,6 +221,9 @@ class Core:
         return written
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> None:
+        if (fh is not None and fh >= _HANDLE_BASE) or (path is not None and _is_session(path)):
+            self._truncate_session(fh, length)
+            return
         if fh is not None and fh < _HANDLE_BASE:
             os.ftruncate(fh, length)
         elif path is None:
@@ -224,6 +250,32 @@ class Core:
                 del self._pinned[handle.pin]
         if handle and handle.log_fd >= 0:
             os.close(handle.log_fd)
+        if handle and handle.draft is not None and handle.written:
+            self.protocol.session.set(handle.draft.decode("utf-8", "replace"))
+
+    # ---- the session intent (.sparsefs/session, the one writable control file) ----
+    def _write_session(self, fh: int, data: bytes, offset: int) -> int:
+        handle = self._handle(fh)
+        if handle.draft is None:
+            raise OSError(errno.EBADF, "generated files are read-only")
+        if offset + len(data) > MAX_SESSION_BYTES:
+            raise OSError(errno.EFBIG, "a session intent is a few sentences")
+        draft = handle.draft
+        draft[len(draft):offset] = bytes(max(0, offset - len(draft)))
+        draft[offset : offset + len(data)] = data
+        handle.written = True
+        return len(data)
+
+    def _truncate_session(self, fh: int | None, length: int) -> None:
+        if fh is None:  # truncate by path (``: > .sparsefs/session`` without O_TRUNC at open)
+            text = self.protocol.session.content()[:length].decode("utf-8", "replace")
+            self.protocol.session.set(text)
+            return
+        handle = self._handle(fh)
+        if handle.draft is None:
+            raise OSError(errno.EROFS, "generated files are read-only")
+        del handle.draft[length:]
+        handle.written = True
 
     # ---- namespace changes ----------------------------------------------------
     def give_to_caller(self, path: str, uid: int, gid: int) -> None:
@@ -331,7 +383,15 @@ class Core:
             data = os.pread(handle.log_fd, size, offset)
             self.stats.add("raw_bytes_read", len(data))
             return data
-        return handle.data[offset : offset + size]
+        return handle.content()[offset : offset + size]
+
+    def _session_handle(self, path: str, flags: int) -> _Generated:
+        content = self.protocol.session.content()
+        attrs = _synthetic(self.root.lstat(""), stat.S_IFREG | 0o644, 0, virtual_ino(path))
+        if not flags & _WRITE_FLAGS:
+            return _Generated(attrs=attrs, data=content)
+        draft = bytearray() if flags & os.O_TRUNC else bytearray(content)
+        return _Generated(attrs=attrs, draft=draft, written=bool(flags & os.O_TRUNC))
 
     # ---- control tree --------------------------------------------------------
     def _control_attr(self, path: str) -> dict[str, int]:
@@ -342,15 +402,19 @@ class Core:
         ino = virtual_ino(path.rstrip("/"))
         if node.is_dir:
             return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2)
+        if node.writable:
+            return _synthetic(root, stat.S_IFREG | 0o644, len(node.content or b""), ino)
         if node.live_log:
             return _synthetic(root, stat.S_IFREG | 0o444, self.control.log_size(), ino)
         self._snapshots[path] = node.content or b""  # open serves exactly what this size describes
         return _synthetic(root, stat.S_IFREG | 0o444, len(self._snapshots[path]), ino)
 
     def _control_content(self, path: str, flags: int) -> _Generated:
+        node = self.control.node(_control_sub(path))
+        if node is not None and node.writable:
+            return self._session_handle(path, flags)
         if flags & _WRITE_FLAGS:
             raise OSError(errno.EROFS, "the control tree is read-only")
-        node = self.control.node(_control_sub(path))
         if node is None:
             raise OSError(errno.ENOENT, "no such control file")
         if node.is_dir:
@@ -359,6 +423,19 @@ class Core:
         if node.live_log:
             return _Generated(attrs=attrs, log_fd=self.control.open_log())
         return _Generated(attrs=attrs, data=self._snapshots.setdefault(path, node.content or b""))
+
+
+def _initial_session(state: StateDB | None, given: str | None) -> str:
+    """``--session-intent`` wins; else the one the last mount of this source left."""
+    if given is not None:
+        if state is not None:
+            state.set_setting(SESSION_KEY, given)
+        return given
+    return (state.get_setting(SESSION_KEY) if state is not None else None) or ""
+
+
+def _is_session(path: str) -> bool:
+    return path == f"{_CONTROL_PREFIX}/{SESSION_FILE}"
 
 
 def _is_control(path: str) -> bool:

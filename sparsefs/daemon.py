@@ -11,11 +11,15 @@ from pathlib import Path
 import xxhash
 
 from sparsefs import backends
+from sparsefs.artifacts import ArtifactCache
 from sparsefs.core import Core
+from sparsefs.freshness import Freshness
 from sparsefs.mounts import find_mount, is_stale, unmount
+from sparsefs.parsed_store import ParsedStore, open_store
 from sparsefs.rootfs import SourceRoot
+from sparsefs.state import StateDB
 from sparsefs.stats import Stats
-from sparsefs.watcher import SourceWatcher
+from sparsefs.watcher import watch_source
 
 log = logging.getLogger("sparsefs")
 
@@ -36,6 +40,7 @@ class MountPlan:
     backend: str = "auto"
     readers: int = 1  # kernel backend: threads reading /dev/fuse
     spin_us: int | None = None  # kernel backend: poll /dev/fuse this long before sleeping (None: default)
+    session_intent: str | None = None  # None: keep the one the last mount of this source left
 
     @property
     def in_place(self) -> bool:
@@ -94,7 +99,10 @@ def run(plan: MountPlan) -> int:
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
     stats = Stats(plan.state_dir / "log.jsonl", backend=plan.backend)
-    core = Core(root, stats)
+    state = StateDB.in_dir(plan.state_dir)
+    store = _open_store(plan.state_dir)
+    core = Core(root, stats, state=state, session_intent=plan.session_intent,
+                artifacts=ArtifactCache(root, store=store))
     watcher = _start_watcher(plan, core)
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
@@ -103,23 +111,28 @@ def run(plan: MountPlan) -> int:
     finally:
         if watcher is not None:
             watcher.stop()
+        if store is not None:
+            store.close()  # saves indexes built since, flushes the queue
         stats.close()
+        state.close()
         root.close()
     return 0
 
 
-def _start_watcher(plan: MountPlan, core: Core) -> SourceWatcher | None:
-    if not plan.watch:
+def _open_store(state_dir: Path) -> ParsedStore | None:
+    """Fingerprints and parsed artifacts on disk; a state dir that cannot hold them means memory only."""
+    try:
+        return open_store(state_dir)
+    except OSError as err:
+        log.warning("parsed-artifact store unavailable (%s); this mount starts cold and stays in memory", err)
         return None
+
+
+def _start_watcher(plan: MountPlan, core: Core) -> Freshness:
+    """inotify on the source, else (--no-watch, limits reached) a check on each open; stats.json says which."""
     # In place, the source path is our own mount: watch the hidden tree through the fd.
     path = f"/proc/{os.getpid()}/fd/{core.root.fd}" if plan.in_place else str(plan.source)
-    try:
-        watcher = SourceWatcher(path, core.on_source_change)
-        watcher.start()
-    except OSError as err:
-        log.warning("source watcher unavailable (%s); external changes are seen on access only", err)
-        return None
-    return watcher
+    return watch_source(core, path, enabled=plan.watch)
 
 
 def configure_logging(verbose: bool) -> None:

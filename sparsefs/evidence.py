@@ -24,18 +24,21 @@ from sparsefs.grammar import CORE_ACTIONS, GrammarError, VirtualRequest, split_n
 from sparsefs.pack import display_name, render
 from sparsefs.protocol import Protocol, Served, error_pack
 from sparsefs.rootfs import SourceRoot
+from sparsefs.state import StateDB
 from sparsefs.stats import Stats
 from sparsefs.virtual import VirtualFile, VirtualMemo
 
 MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
 _LOCK_STRIPES = 64
+SESSION_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})  # the session intent fills in or re-ranks
 
 
 class EvidenceFiles:
     """Builds, freezes and accounts the content of virtual paths."""
 
-    def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats) -> None:
+    def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats, state: StateDB | None = None) -> None:
         self.root = root
+        self.state = state
         self.protocol = protocol
         self.artifacts = protocol.artifacts
         self.stats = stats
@@ -109,17 +112,37 @@ class EvidenceFiles:
             return self._current(rel, base_rel, request)
 
     def _current(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
-        version = self._version(base_rel)
-        cached = self.memo.get(rel, version)
+        session = self._session_mark(request)
+        version = self._version(base_rel) + session
+        cached = self.memo.get(rel, version) or self._persisted(rel, base_rel, version)
         if cached is not None:
             return cached
         served = self.protocol.serve(base_rel, request)
         content = render(served.pack, request.format)
+        version = (served.version or version.removesuffix(session)) + session
         virtual = VirtualFile.generated(
-            rel, base_rel, served.version or version, self._key_stat(base_rel), content, _log_entry(rel, served)
+            rel, base_rel, version, self._key_stat(base_rel), content, _log_entry(rel, served)
         )
         self.memo.put(virtual)
+        if self.state is not None and served.pack.decision != "error":
+            self.state.put_pack(rel, version, content, virtual.log_entry)
         return virtual
+
+    def _persisted(self, rel: str, base_rel: str, version: str) -> VirtualFile | None:
+        """A pack an earlier mount froze for this path and version: the same bytes, not admitted again."""
+        found = self.state.get_pack(rel, version) if self.state is not None and version else None
+        if found is None:
+            return None
+        virtual = VirtualFile.generated(rel, base_rel, version, self._key_stat(base_rel), found[0])
+        self.memo.put(virtual)  # no log entry: it was counted when first delivered
+        return virtual
+
+    def _session_mark(self, request: VirtualRequest) -> str:
+        """Packs the session intent can change are frozen per session intent too."""
+        session = self.protocol.session.text
+        if not session or request.action not in SESSION_ACTIONS:
+            return ""
+        return "|session:" + xxhash.xxh3_64_hexdigest(session.encode())
 
     def _version(self, base_rel: str) -> str:
         """The artifact's fingerprint; '' when it cannot be read as an artifact."""

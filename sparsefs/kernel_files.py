@@ -36,6 +36,7 @@ from typing import Protocol, TypeVar
 
 from sparsefs import kproto as k
 from sparsefs.core import Core, OpenResult
+from sparsefs.freshness import check_kernel_open
 from sparsefs.nodes import Node, NodeTable
 
 log = logging.getLogger("sparsefs.kernel")
@@ -81,6 +82,7 @@ class FileOps:
         return not node.generated and (node.backing_id is not None or (self.passthrough and node.passthrough))
 
     def open(self, node: Node, flags: int) -> bytes:
+        check_kernel_open(self, node)  # on-access mode only (sparsefs.freshness): may let go of a replaced file
         if not self._by_passthrough(node):
             return self._core_open(node, self.core.open(_need(self.nodes.path(node.nodeid)), flags), flags)
         with node.lock:

@@ -19,6 +19,7 @@ class EvidenceOut(BaseModel):
     lines: tuple[int, int] | None = None
     heading: str | None = None
     slots: list[int] = Field(default_factory=list)
+    stance: Literal["supporting", "contradicting"] | None = None  # verify only: how the text bears on the claim
     text: str
 
 
@@ -29,6 +30,7 @@ class CoverageOut(BaseModel):
     status: Literal["matched", "unresolved"]
     anchors: list[str] = Field(default_factory=list)
     candidates: list[str] = Field(default_factory=list)
+    earlier: list[str] = Field(default_factory=list)  # matching evidence this episode delivered before
 
 
 class ScopeOut(BaseModel):
@@ -66,6 +68,7 @@ class EvidencePack(BaseModel):
     decision: Decision
     intent: str | None = None
     slots: list[str] = Field(default_factory=list)
+    session_intent: str | None = None  # when the session intent filled in or re-ranked this read
     scope: ScopeOut = Field(default_factory=ScopeOut)
     exposure: ExposureOut
     evidence: list[EvidenceOut] = Field(default_factory=list)
@@ -97,7 +100,8 @@ def render_evidence(items: list[EvidenceOut]) -> str:
 def _evidence_item(number: int, item: EvidenceOut) -> str:
     heading = f" § {item.heading}" if item.heading else ""
     slots = f"  (slot {', '.join(str(s + 1) for s in item.slots)})" if item.slots else ""
-    return f"[{number}] {item.anchor}{heading}{slots}\n{item.text.rstrip()}\n\n"
+    stance = f"  ({item.stance})" if item.stance else ""
+    return f"[{number}] {item.anchor}{heading}{slots}{stance}\n{item.text.rstrip()}\n\n"
 
 
 def render_text(pack: EvidencePack) -> str:
@@ -127,6 +131,8 @@ def _header(pack: EvidencePack) -> str:
     ]
     if pack.intent:
         lines.append(f"intent: {pack.intent}")
+    if pack.session_intent:
+        lines.append(f"session intent: {pack.session_intent}")
     if len(pack.slots) > 1:
         lines.append("slots: " + "  ".join(f"[{i}] {s}" for i, s in enumerate(pack.slots, 1)))
     lines.append("scope: " + _scope(pack.scope))
@@ -155,8 +161,9 @@ def _note(note: str) -> str:
 def _coverage(coverage: list[CoverageOut]) -> str:
     out = []
     for i, cov in enumerate(coverage, 1):
+        earlier = f"{'; ' if cov.anchors else ''}delivered earlier: {', '.join(cov.earlier)}" if cov.earlier else ""
         if cov.status == "matched":
-            out.append(f"[{i}] {cov.slot}: matched → {', '.join(cov.anchors)}")
+            out.append(f"[{i}] {cov.slot}: matched → {', '.join(cov.anchors)}{earlier}")
         else:
             closest = f"; closest: {', '.join(cov.candidates)}" if cov.candidates else ""
             out.append(f"[{i}] {cov.slot}: unresolved{closest}")

@@ -14,11 +14,13 @@ from dataclasses import dataclass, replace
 import xxhash
 
 from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
-from readers.base import Batch, EvidenceItem, ReaderError, ReadIntent, SlotCoverage
-from readers.ops import OPERATIONS, build_operation
+from readers.base import BadAnchor, Batch, EvidenceItem, ReaderError, ScopeMismatch, SlotCoverage
+from readers.ops import OPERATIONS
+from sparsefs.actions import prepare
 from sparsefs.artifacts import Artifact, ArtifactCache
 from sparsefs.episodes import Episode, EpisodeStore
 from sparsefs.grammar import OPERATION_OPTION_KEYS, VirtualRequest
+from sparsefs.intents import ResolvedIntent, SessionIntent, resolve
 from sparsefs.pack import (
     CoverageOut,
     ErrorOut,
@@ -29,6 +31,7 @@ from sparsefs.pack import (
     display_name,
     render_evidence,
 )
+from sparsefs.state import StateDB
 from sparsefs.steps import next_steps
 
 _LOG = logging.getLogger(__name__)
@@ -52,10 +55,14 @@ class Served:
 class Protocol:
     """Episodes, Gate and Readers behind one ``serve`` call."""
 
-    def __init__(self, artifacts: ArtifactCache, gate: GateConfig | None = None) -> None:
+    def __init__(
+        self, artifacts: ArtifactCache, gate: GateConfig | None = None, state: StateDB | None = None,
+        session: SessionIntent | None = None,
+    ) -> None:
         self.artifacts = artifacts
         self.gate = gate or GateConfig()
-        self.episodes = EpisodeStore()
+        self.episodes = EpisodeStore(state)
+        self.session = session or SessionIntent()
         self._locks = [threading.Lock() for _ in range(_ARTIFACT_STRIPES)]
 
     def serve(self, rel: str, request: VirtualRequest) -> Served:
@@ -77,27 +84,38 @@ class Protocol:
                 served = self._serve_locked(artifact, request)
             except Exception as err:  # noqa: BLE001 - same: answer, log, keep serving
                 return _internal_error(rel, request, err, artifact)
+            self._save_episode(served.pack.episode)
         return replace(served, version=artifact.fingerprint)
 
+    def _save_episode(self, episode_id: str | None) -> None:
+        episode = self.episodes.get(episode_id) if episode_id else None
+        if episode is not None:
+            self.episodes.save(episode)  # Algorithm 1, SaveEpisode: E and H survive a remount
+
     def _serve_locked(self, artifact: Artifact, request: VirtualRequest) -> Served:
-        changed = self._changed_flag(artifact) + [str(f) for f in artifact.parsed.data.get("flags", ())]
+        flags = self._changed_flag(artifact) + [str(f) for f in artifact.parsed.data.get("flags", ())]
         refused = _refusal(artifact, request) or _misplaced_options(artifact, request)
         if refused is not None:
             return refused
         if request.action in OPERATIONS:
-            return self._exact(artifact, request, changed)
+            return self._exact(artifact, request, flags)
+        resolved = resolve(request.action, request.argument, request.slots, self.session.text)
+        flags += resolved.flags
         if request.action == "scout" and not self._fits_natively(artifact):
-            return self._preview(artifact, request, changed)
-        if request.action in SPARSE_ACTIONS and request.argument is None:
-            return self._preview(artifact, request, [*changed, "underspecified-intent"])
+            return self._preview(artifact, request, flags)
+        if request.action in SPARSE_ACTIONS and resolved.underspecified:
+            return self._preview(artifact, request, [*flags, "underspecified-intent"])
+        held = self.episodes.superseded(artifact.rel, artifact.fingerprint) if request.action == "refine" else None
+        if held is not None:
+            return self._within_full_view(artifact, request, held, flags, resolved)
+        objective = resolved.text or request.argument or ""
         episode = self.episodes.ensure(
-            artifact.rel, artifact.fingerprint, request.action, request.argument or "",
-            len(artifact.parsed.full_view),
+            artifact.rel, artifact.fingerprint, request.action, objective, len(artifact.parsed.full_view)
         )
         episode.reads += 1
         if request.action in ("full", "scout") or self._fits_natively(artifact):
-            return self._full_view(artifact, request, episode, changed)
-        return self._sparse(artifact, request, episode, changed)
+            return self._full_view(artifact, request, episode, flags)
+        return self._sparse(artifact, request, episode, flags, resolved)
 
     def _fits_natively(self, artifact: Artifact) -> bool:
         length = len(artifact.parsed.full_view)
@@ -109,24 +127,34 @@ class Protocol:
             return ["artifact-changed-since-last-read"]
         return []
 
-    def _preview(self, artifact: Artifact, request: VirtualRequest, flags: list[str]) -> Served:
+    def _preview(self, artifact: Artifact, request: VirtualRequest, flags: list[str], why: str = "") -> Served:
         text = artifact.reader.preview(artifact.parsed, PREVIEW_CHARS)
         pack = self._pack(artifact, request, None, "preview", flags)
         pack.preview = text
-        pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note="object preview")
+        note = f"object preview; {why}" if why else "object preview"
+        pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=_short(note))
         pack.exposure = _exposure(len(text), None, len(artifact.parsed.full_view))
         pack.next_steps = next_steps(artifact, request, pack)
         return Served(pack, len(text), len(artifact.parsed.full_view))
 
-    def _sparse(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
+    def _sparse(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str],
+        resolved: ResolvedIntent,
+    ) -> Served:
         try:
-            batch = self._prepare(artifact, request, episode)
+            prepared = prepare(artifact.reader, artifact.parsed, request, resolved, episode, _pack_chars(request))
+        except BadAnchor as err:
+            if _is_scope_error(err, request):
+                why = f"{err.message} ({err.hint})" if err.hint else err.message
+                return self._preview(artifact, request, [*flags, "inconsistent-scope"], why)
+            return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
         except ReaderError as err:
             return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
+        batch = prepared.batch
         if "no-content-words" in batch.flags and request.action != "focus":
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
-        if request.action != "focus" and request.action not in OPERATIONS:
-            batch = fit_to_budget(batch, _pack_chars(request))
+        if request.action not in ("focus", "verify") and request.action not in OPERATIONS:  # verify budgets
+            batch = fit_to_budget(batch, _pack_chars(request), per_slot=request.action == "collect")
         items = [_evidence_out(item) for item in batch.items]
         payload = render_evidence(items)
         admission = admit_batch(episode.budget, len(payload))
@@ -135,12 +163,29 @@ class Protocol:
         episode.budget = admission.budget
         _record(episode, batch)
         decision = "exact" if request.action in OPERATIONS else "sparse"
-        pack = self._pack(artifact, request, episode, decision, flags + list(batch.flags))
+        pack = self._pack(artifact, request, episode, decision, flags + list(batch.flags), resolved)
         pack.evidence, pack.scope = items, _scope_out(batch)
-        pack.coverage = [_coverage_out(c) for c in batch.coverage]
+        pack.coverage = [_coverage_out(c, prepared.earlier.get(n, ())) for n, c in enumerate(batch.coverage)]
         pack.exposure = _exposure(len(payload), episode, len(artifact.parsed.full_view))
         pack.next_steps = next_steps(artifact, request, pack)
         return Served(pack, len(payload), len(artifact.parsed.full_view))
+
+    def _within_full_view(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str],
+        resolved: ResolvedIntent,
+    ) -> Served:
+        """Refine after the episode delivered the full view: where to look in it, nothing re-sent."""
+        try:
+            prepared = prepare(artifact.reader, artifact.parsed, request, resolved, episode, _pack_chars(request))
+        except ReaderError as err:
+            return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
+        episode.reads += 1
+        pack = self._pack(artifact, request, episode, "reuse-full-view", [*flags, "full-view-delivered-earlier"])
+        pack.coverage = [_within(cov) for cov in prepared.batch.coverage]
+        pack.scope = _scope_out(prepared.batch)
+        pack.scope.note = _short(f"the full view went out in {episode.id}; these anchors point into it")
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, 0, len(artifact.parsed.full_view))
 
     def _exact(self, artifact: Artifact, request: VirtualRequest, flags: list[str]) -> Served:
         """An exact operation: the result is admitted like any batch; no native fit, no fallback
@@ -149,21 +194,7 @@ class Protocol:
             artifact.rel, artifact.fingerprint, _objective(request), len(artifact.parsed.full_view)
         )
         episode.reads += 1
-        return self._sparse(artifact, request, episode, flags)
-
-    def _prepare(self, artifact: Artifact, request: VirtualRequest, episode: Episode) -> Batch:
-        reader, parsed = artifact.reader, artifact.parsed
-        argument = request.argument or ""
-        if request.action == "focus":
-            return reader.focus(parsed, argument)
-        if request.action in OPERATIONS:
-            operation = build_operation(request.action, request.argument, request.options, request.k)
-            return reader.operate(parsed, operation, _pack_chars(request))
-        intent = ReadIntent(argument, request.slots or (argument,), request.scope)
-        if request.action != "refine":
-            return reader.locate(parsed, intent, _pack_chars(request), (), request.k)
-        batch = reader.locate(parsed, intent, _pack_chars(request), episode.spans, request.k)
-        return _without_repeats(batch, episode)
+        return self._sparse(artifact, request, episode, flags, ResolvedIntent(None, ()))
 
     def _full_view(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
         native = request.action != "full"
@@ -180,12 +211,16 @@ class Protocol:
         self, artifact: Artifact, request: VirtualRequest, episode: Episode, admission: Admission,
         flags: list[str], reason: str,
     ) -> Served:
+        """FullViewFallback: deliver f once (or reuse it), close, retire earlier sparse observations."""
         episode.budget = admission.budget
         episode.close_reason = reason
+        retiring = episode.budget.sparse_exposed > 0 and not episode.retired
+        episode.retired = True
         decision = {"native-fit": "native-fit", "full view requested": "full"}.get(reason, "fallback")
         if admission.decision is Decision.REUSE_FULL_VIEW:
             decision = "reuse-full-view"
-        pack = self._pack(artifact, request, episode, decision, [*flags, "episode-closed"])
+        closing = [*flags, "episode-closed"] + (["earlier-evidence-retired"] if retiring else [])
+        pack = self._pack(artifact, request, episode, decision, closing)
         pack.full_view = artifact.parsed.full_view
         pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=reason)
         pack.exposure = _exposure(admission.delivered_chars, episode, len(artifact.parsed.full_view))
@@ -193,13 +228,18 @@ class Protocol:
         return Served(pack, admission.delivered_chars, len(artifact.parsed.full_view))
 
     def _pack(
-        self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str]
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str],
+        resolved: ResolvedIntent | None = None,
     ) -> EvidencePack:
+        used = resolved is not None and "session-intent-used" in resolved.flags
+        context = resolved.context if resolved is not None else None
         return EvidencePack(
             artifact=display_name(artifact.rel), reader=_read_as(artifact),
             fingerprint=artifact.short_fingerprint, action=request.action,
             episode=episode.id if episode else None, decision=decision,  # type: ignore[arg-type]
-            intent=request.argument, slots=list(request.slots), flags=flags,
+            intent=resolved.text if used and resolved else request.argument,
+            slots=list(resolved.slots if used and resolved else request.slots), flags=flags,
+            session_intent=self.session.text if used or context else None,
             exposure=_exposure(0, episode, len(artifact.parsed.full_view)),
         )
 
@@ -221,22 +261,31 @@ def error_pack(
     return Served(pack, 0, 0)  # nothing shown, and no full read was replaced
 
 
-def fit_to_budget(batch: Batch, budget: int) -> Batch:
+def fit_to_budget(batch: Batch, budget: int, per_slot: bool = False) -> Batch:
     """Drop whole passages, weakest first, until the serialized evidence fits ``budget``.
 
     A Reader budgets passage text; anchors add a few characters per passage.
-    Passages are never cut; a single passage is always kept. Coverage that
+    Passages are never cut; a single passage is always kept, and with
+    ``per_slot`` (collect) so is each slot's last passage. Coverage that
     pointed only at dropped passages becomes unresolved, with those anchors as
     the closest candidates.
     """
     items = list(batch.items)
     while len(items) > 1 and _serialized(items) > budget:
-        items.remove(min(items, key=lambda item: item.score))
+        droppable = [item for item in items if not per_slot or _others_hold(item, items)]
+        if not droppable:
+            break
+        items.remove(min(droppable, key=lambda item: item.score))
     if len(items) == len(batch.items):
         return batch
     kept = {item.anchor.label for item in items}
     coverage = tuple(_still_covered(cov, kept) for cov in batch.coverage)
     return replace(batch, items=tuple(items), coverage=coverage)
+
+
+def _others_hold(item: EvidenceItem, items: list[EvidenceItem]) -> bool:
+    """Every slot of ``item`` also has another passage among ``items``."""
+    return all(any(j in other.slots for other in items if other is not item) for j in item.slots)
 
 
 def _serialized(items: list[EvidenceItem]) -> int:
@@ -297,13 +346,6 @@ def _internal_error(rel: str, request: VirtualRequest, err: Exception, artifact:
     )
 
 
-def _without_repeats(batch: Batch, episode: Episode) -> Batch:
-    """Refine never re-exposes: results without a span (a PDF table) are matched by anchor."""
-    seen = set(episode.anchors)
-    items = tuple(i for i in batch.items if i.anchor.char_end > i.anchor.char_start or i.anchor.label not in seen)
-    return batch if len(items) == len(batch.items) else replace(batch, items=items)
-
-
 def _objective(request: VirtualRequest) -> str:
     """An exact operation's objective: the operation with its argument and options."""
     options = "&".join(f"{key}={value}" for key, value in sorted(request.options.items()))
@@ -315,6 +357,7 @@ def _record(episode: Episode, batch: Batch) -> None:
         episode.anchors.append(item.anchor.label)
         if item.anchor.char_end > item.anchor.char_start:  # an exact result is not a span of the full view
             episode.spans.append((item.anchor.char_start, item.anchor.char_end))
+            episode.passages.append((item.anchor.label, item.anchor.char_start, item.anchor.char_end))
 
 
 def _exposure(pack_chars: int, episode: Episode | None, length: int) -> ExposureOut:
@@ -331,7 +374,7 @@ def _evidence_out(item: EvidenceItem) -> EvidenceOut:
     span = (a.char_start, a.char_end) if a.char_end > a.char_start else None
     return EvidenceOut(
         anchor=a.label, span=span, lines=lines, heading=a.heading,
-        slots=list(item.slots), text=item.text,
+        slots=list(item.slots), stance=item.stance, text=item.text,
     )
 
 
@@ -341,11 +384,28 @@ MAX_NOTE_CHARS = 300
 
 def _scope_out(batch: Batch) -> ScopeOut:
     s = batch.scope
-    note = s.note if len(s.note) <= MAX_NOTE_CHARS else s.note[: MAX_NOTE_CHARS - 1] + "…"
     return ScopeOut(
-        units_scanned=s.units_scanned, unit=s.unit, method=s.method, chars_processed=s.chars_processed, note=note
+        units_scanned=s.units_scanned, unit=s.unit, method=s.method, chars_processed=s.chars_processed,
+        note=_short(s.note),
     )
 
 
-def _coverage_out(cov: SlotCoverage) -> CoverageOut:
-    return CoverageOut(slot=cov.slot, status=cov.status, anchors=list(cov.anchors), candidates=list(cov.candidates))
+def _coverage_out(cov: SlotCoverage, earlier: tuple[str, ...] = ()) -> CoverageOut:
+    return CoverageOut(
+        slot=cov.slot, status=cov.status, anchors=list(cov.anchors), candidates=list(cov.candidates),
+        earlier=list(earlier),
+    )
+
+
+def _within(cov: SlotCoverage) -> CoverageOut:
+    """Coverage whose evidence is all inside a full view the agent already received."""
+    return CoverageOut(slot=cov.slot, status=cov.status, candidates=list(cov.candidates), earlier=list(cov.anchors))
+
+
+def _is_scope_error(err: BadAnchor, request: VirtualRequest) -> bool:
+    """A scope (or sheet) the artifact does not have: the preview shows what it does have."""
+    return isinstance(err, ScopeMismatch) or (request.scope is not None and request.action != "focus")
+
+
+def _short(note: str) -> str:
+    return note if len(note) <= MAX_NOTE_CHARS else note[: MAX_NOTE_CHARS - 1] + "…"

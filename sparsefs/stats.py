@@ -21,6 +21,9 @@ class Stats:
         self.backend = backend
         self.passthrough: bool | None = None  # set by the kernel backend once INIT is negotiated
         self.gauges: dict[str, Callable[[], int]] = {}  # live values a backend reports (node counts)
+        # How source changes reach this mount (sparsefs.freshness sets it): inotify, on-access or off.
+        self.watcher: Callable[[], dict[str, Any]] = lambda: {
+            "mode": "off", "watches": 0, "reason": "nothing watches or checks the source"}
         self.counters: dict[str, int] = {
             "plain_bytes_read": 0,
             "plain_bytes_written": 0,
@@ -65,6 +68,7 @@ class Stats:
         return {
             "backend": self.backend,
             "passthrough": self.passthrough,
+            "watcher": self.watcher(),
             **{name: gauge() for name, gauge in self.gauges.items()},
             "uptime_s": round(time.time() - self.started, 1),
             **counters,

@@ -293,7 +293,9 @@ def test_scope_restricts_where_evidence_comes_from(core: Core) -> None:
     unscoped = pack_json(core, f"/{REPORT}@intent=revenue growth")
     assert any(item.lines and item.lines[0] > 40 for item in unscoped.evidence)
     bad = read_virtual(core, f"/{REPORT}@intent=revenue&scope=L900-950").decode()
-    assert "## Error" in bad and "scope" in bad
+    # an inconsistent scope is not an error: the Object Preview shows what the file has, flagged
+    assert "## Error" not in bad and "## Object preview" in bad
+    assert "inconsistent-scope" in bad and "L900" in bad
 
 
 def test_a_batch_that_does_not_fit_falls_back_to_the_full_view_once(core: Core) -> None:
@@ -305,7 +307,10 @@ def test_a_batch_that_does_not_fit_falls_back_to_the_full_view_once(core: Core) 
     assert "batch-over-budget" in whole.flags and "episode-closed" in whole.flags
     assert first.exposure.pack_chars + whole.exposure.pack_chars <= 2 * length
     after = pack_json(core, f"/{REPORT}@refine=robots revenue")
-    assert after.episode != first.episode
+    assert after.episode == first.episode and after.decision == "reuse-full-view"  # nothing is sent again
+    assert after.exposure.pack_chars == 0
+    new = pack_json(core, f"/{REPORT}@intent=robots revenue growth")
+    assert new.episode != first.episode
 
 
 def test_open_after_an_unannounced_change_makes_the_kernel_ask_again(core: Core) -> None:

@@ -1,0 +1,160 @@
+"""Source changes through real mounts: watched (inotify), checked on access (limit reached, --no-watch).
+
+Every check compares with the source file read directly and with an
+independently computed xxh3-128 of its bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xxhash
+
+from sparsefs.doctor import watches_in_use
+from tests import mountutil
+from tests.test_mount_clients import sh
+
+Mount = mountutil.Mount
+REPORT = "annual-report.md"
+PACK = REPORT + "@intent=R&D expenses 2023&format=json"
+WATCH_LIMIT = Path("/proc/sys/fs/inotify/max_user_watches")
+CHANGED = "artifact-changed-since-last-read"
+
+
+def stats(mount: Mount) -> dict[str, Any]:
+    return dict(json.loads((mount.mountpoint / ".sparsefs" / "stats.json").read_bytes()))
+
+
+def pack(mount: Mount) -> dict[str, Any]:
+    return dict(json.loads(sh(["cat", str(mount.mountpoint / PACK)])))
+
+
+def cat(mount: Mount, rel: str = REPORT) -> bytes:
+    return subprocess.run(["cat", str(mount.mountpoint / rel)], capture_output=True, timeout=10, check=True).stdout
+
+
+def rewrite_same_size(path: Path) -> bytes:
+    """Change bytes in place without changing the size: the case a page cache keeps stale longest."""
+    data = path.read_bytes()
+    new = data.replace(b"million", b"MILLION") if b"million" in data else data.replace(b"MILLION", b"million")
+    assert new != data and len(new) == len(data)
+    with open(path, "r+b") as f:
+        f.write(new)
+    return new
+
+
+def replace_atomically(path: Path, extra: bytes) -> bytes:
+    """What editors do: write a new file, rename it over the old (another inode)."""
+    new = path.read_bytes() + extra
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(new)
+    os.replace(tmp, path)
+    return new
+
+
+def seconds_until(predicate: Callable[[], bool], timeout: float = 1.0) -> float | None:
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        if predicate():
+            return time.perf_counter() - started
+        time.sleep(0.002)
+    return None
+
+
+def assert_new_pack(before: dict[str, Any], after: dict[str, Any], source: bytes) -> None:
+    assert xxhash.xxh3_128_hexdigest(source).startswith(after["fingerprint"])
+    assert after["fingerprint"] != before["fingerprint"] and after["episode"] != before["episode"]
+    assert CHANGED in after["flags"] and CHANGED not in before["flags"]
+
+
+# ---- watched -------------------------------------------------------------------------------
+def test_outside_edit_reaches_cat_and_a_new_pack_within_a_second(mirror: Mount) -> None:
+    assert stats(mirror)["watcher"]["mode"] == "inotify"
+    assert cat(mirror) == (mirror.source / REPORT).read_bytes()  # the kernel now caches it
+    before = pack(mirror)
+    new = rewrite_same_size(mirror.source / REPORT)
+    plain = seconds_until(lambda: cat(mirror) == new)
+    evidence = seconds_until(lambda: pack(mirror)["fingerprint"] != before["fingerprint"])
+    print(f"\n{stats(mirror)['backend']}: plain read fresh after {plain}, pack after {evidence} s")
+    assert plain is not None and evidence is not None, "not seen within 1 s"
+    assert_new_pack(before, pack(mirror), new)
+
+
+def test_write_through_an_in_place_mount_reaches_the_next_pack(in_place: Mount) -> None:
+    assert stats(in_place)["watcher"]["mode"] == "inotify"  # watching the hidden tree through the fd
+    before = pack(in_place)
+    with open(in_place.mountpoint / REPORT, "ab") as f:
+        f.write(b"\n## R&D outlook\nR&D expenses 2023 were restated to 51.0 million.\n")
+    after = pack(in_place)  # no waiting: the write itself invalidated
+    assert_new_pack(before, after, cat(in_place))
+    assert "51.0 million" in json.dumps(after["evidence"])
+
+
+# ---- checked on access ------------------------------------------------------------------------
+@contextmanager
+def tiny_watch_limit() -> Iterator[None]:
+    """Room for one more watch (the source root), not for its subdirectories; always restored.
+
+    The limit is per user and machine-wide: it is restored as soon as the mount is
+    ready (~0.35 s here), so other root processes starting a watch meanwhile are
+    affected only that long.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("lowering fs.inotify.max_user_watches needs root")
+    saved = WATCH_LIMIT.read_text()
+    WATCH_LIMIT.write_text(str(watches_in_use() + 1))
+    try:
+        yield
+    finally:
+        WATCH_LIMIT.write_text(saved)
+
+
+@pytest.fixture(params=["watch-limit", "no-watch"])
+def unwatched(request: pytest.FixtureRequest, workspace: Path, tmp_path: Path, backend: str) -> Iterator[Mount]:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if request.param == "no-watch":
+        mount = mountutil.start(workspace, mnt, tmp_path / "state", "--no-watch", backend=backend)
+    else:
+        for n in range(20):  # room for one watch must stay far below the tree's need, even if others free some
+            (workspace / "many" / f"d{n}").mkdir(parents=True)
+        with tiny_watch_limit():  # restored as soon as the watcher has given up, not at teardown
+            mount = mountutil.start(workspace, mnt, tmp_path / "state", backend=backend)
+    try:
+        with mountutil.hang_guard(mount, 60):
+            yield mount
+    finally:
+        mountutil.stop(mount)
+
+
+def test_without_watches_the_next_read_still_sees_an_outside_edit(unwatched: Mount) -> None:
+    watcher = stats(unwatched)["watcher"]
+    assert watcher["mode"] == "on-access" and watcher["watches"] == 0
+    assert "--no-watch" in watcher["reason"] or "max_user_watches" in watcher["reason"]
+    source = unwatched.source / REPORT
+    assert cat(unwatched) == source.read_bytes()
+    before = pack(unwatched)
+    new = rewrite_same_size(source)
+    assert cat(unwatched) == new  # no waiting: the open itself checks
+    new = replace_atomically(source, b"\nAppendix: restated.\n")
+    assert cat(unwatched) == new
+    assert_new_pack(before, pack(unwatched), new)
+
+
+def test_doctor_names_the_unwatched_mount_and_the_fix(unwatched: Mount) -> None:
+    out = subprocess.run([sys.executable, "-m", "sparsefs", "doctor"], capture_output=True, text=True,
+                         timeout=60, check=False).stdout
+    line = next(line for line in out.splitlines() if f"mount {unwatched.mountpoint}:" in line)
+    assert "checked on each open" in line
+    if "--no-watch" not in line:
+        assert "max_user_watches" in line
+        assert "sysctl fs.inotify.max_user_watches=" in out.split(line, 1)[1].strip().splitlines()[0]

@@ -1,0 +1,260 @@
+"""The Read Intent Protocol through the core: session intent, actions, episodes, persistence, concurrency."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparsefs.core import Core
+from sparsefs.pack import EvidencePack
+from sparsefs.rootfs import SourceRoot
+from sparsefs.state import StateDB, read_episodes
+from sparsefs.stats import Stats
+from tests.conftest import DEMO
+from tests.test_core_virtual import pack_json, read_virtual
+
+REPORT = "annual-report.md"
+
+
+class Mounted:
+    """A core over a copy of the demo workspace with a state directory: one 'mount'."""
+
+    def __init__(self, tmp: Path, session_intent: str | None = None) -> None:
+        self.src, self.state_dir = tmp / "src", tmp / "state"
+        if not self.src.exists():
+            shutil.copytree(DEMO, self.src)
+        self.root = SourceRoot.open(str(self.src))
+        self.stats = Stats(self.state_dir / "log.jsonl")
+        self.state = StateDB.in_dir(self.state_dir)
+        self.core = Core(self.root, self.stats, state=self.state, session_intent=session_intent)
+
+    def close(self) -> None:
+        self.stats.close()
+        self.state.close()
+        self.root.close()
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[Mounted]:
+    m = Mounted(tmp_path)
+    yield m
+    m.close()
+
+
+def write_control(core: Core, path: str, data: bytes, flags: int = os.O_WRONLY | os.O_TRUNC) -> None:
+    handle = core.open(path, flags)
+    core.write(path, data, 0, handle.fh)
+    core.release(path, handle.fh)
+
+
+def spans_of(pack: EvidencePack) -> list[tuple[int, int]]:
+    return [item.span for item in pack.evidence if item.span]
+
+
+# ---- session intent ------------------------------------------------------------------
+
+
+def test_session_file_is_written_read_and_persisted(tmp_path: Path) -> None:
+    m = Mounted(tmp_path)
+    assert m.core.getattr("/.sparsefs/session")["st_mode"] & 0o200
+    write_control(m.core, "/.sparsefs/session", b"R&D spending\n\n")
+    assert read_virtual(m.core, "/.sparsefs/session") == b"R&D spending\n"
+    m.close()
+    again = Mounted(tmp_path)  # a remount keeps the session intent
+    assert read_virtual(again.core, "/.sparsefs/session") == b"R&D spending\n"
+    again.core.truncate("/.sparsefs/session", 0)
+    assert read_virtual(again.core, "/.sparsefs/session") == b""
+    again.close()
+    assert Mounted(tmp_path, session_intent="headcount").core.protocol.session.text == "headcount"
+
+
+def test_bare_intent_reads_the_session_intent(mounted: Mounted) -> None:
+    bare = pack_json(mounted.core, f"/{REPORT}@intent")
+    assert bare.decision == "preview" and "underspecified-intent" in bare.flags
+    write_control(mounted.core, "/.sparsefs/session", b"R&D expenses")
+    used = pack_json(mounted.core, f"/{REPORT}@intent")
+    assert used.decision == "sparse" and "session-intent-used" in used.flags
+    assert used.intent == "R&D expenses" and used.session_intent == "R&D expenses"
+    assert any("48.2 million" in item.text for item in used.evidence)
+
+
+def test_session_context_reranks_but_the_access_intent_wins(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    filler = "Unrelated paragraph about weather and sailing boats in the harbor. " * 30
+    paragraphs = [f"Revenue in fiscal {year} was {amount} million dollars overall." for year, amount in
+                  (("2019", 11), ("2020", 12), ("2021", 13), ("2022", 14))]
+    (src / "r.md").write_text("\n\n".join(p + "\n\n" + filler for p in paragraphs))
+    m = Mounted(tmp_path, session_intent="fiscal 2021 figures")
+    ranked = pack_json(m.core, "/r.md@intent=revenue&k=1")
+    assert "session-context" in ranked.flags and "2021" in ranked.evidence[0].text
+    access_wins = pack_json(m.core, "/r.md@intent=revenue 2020&k=1")
+    assert "2020" in access_wins.evidence[0].text
+    m.close()
+
+
+# ---- actions ---------------------------------------------------------------------------
+
+
+def test_collect_gives_every_slot_evidence_where_intent_may_not(mounted: Mounted) -> None:
+    need = "revenue growth revenue segments revenue; Lantern; staff turnover"
+    ranked = pack_json(mounted.core, f"/{REPORT}@intent={need}&budget=400")
+    assert any(cov.status == "unresolved" for cov in ranked.coverage)  # the strong slot took the budget
+    collected = pack_json(mounted.core, f"/{REPORT}@collect={need}&budget=400")
+    assert {j for item in collected.evidence for j in item.slots} == {0, 1, 2}
+    for cov in collected.coverage:
+        assert cov.status == "matched" and set(cov.anchors) <= {item.anchor for item in collected.evidence}
+
+
+def test_verify_finds_supporting_and_contradicting_passages(mounted: Mounted) -> None:
+    wrong = pack_json(mounted.core, f"/{REPORT}@verify=R%26D expenses were $52.5 million in 2023")
+    assert wrong.evidence and {item.stance for item in wrong.evidence} == {"contradicting"}
+    assert any("48.2" in item.text for item in wrong.evidence)
+    assert [c.status for c in wrong.coverage] == ["unresolved", "matched"]
+    assert [c.slot.split(":")[0] for c in wrong.coverage] == ["supporting", "contradicting"]
+    true = pack_json(mounted.core, f"/{REPORT}@verify=R%26D expenses were $48.2 million in 2023")
+    assert true.episode == wrong.episode  # verify continues the episode: the passage is cited, not re-sent
+    assert true.coverage[0].status == "matched" and true.coverage[0].earlier
+    assert not {i.anchor for i in true.evidence} & set(true.coverage[0].earlier)
+    text = read_virtual(mounted.core, f"/{REPORT}@verify=R%26D expenses were $52.5 million").decode()
+    assert "supporting: " in text and "delivered earlier" in text
+
+
+def test_verify_cites_passages_the_episode_already_delivered(mounted: Mounted) -> None:
+    first = pack_json(mounted.core, f"/{REPORT}@intent=R%26D expenses 2023")
+    held = {item.anchor for item in first.evidence if "48.2" in item.text}
+    assert held
+    checked = pack_json(mounted.core, f"/{REPORT}@verify=R%26D expenses were $48.2 million in 2023")
+    assert checked.episode == first.episode
+    assert held <= set(checked.coverage[0].earlier) and not held & {i.anchor for i in checked.evidence}
+    assert checked.coverage[0].status == "matched"
+
+
+def test_inconsistent_scope_gets_the_preview_with_a_flag(mounted: Mounted) -> None:
+    pack = pack_json(mounted.core, f"/{REPORT}@intent=revenue&scope=L5000-6000")
+    assert pack.decision == "preview" and "inconsistent-scope" in pack.flags and pack.preview
+    assert "L5000" in pack.scope.note and pack.episode is None
+
+
+def test_stopword_intent_is_underspecified(mounted: Mounted) -> None:
+    pack = pack_json(mounted.core, f"/{REPORT}@intent=what is the")
+    assert pack.decision == "preview" and "underspecified-intent" in pack.flags
+
+
+# ---- episodes --------------------------------------------------------------------------
+
+
+def test_fallback_closes_and_retires_earlier_observations(mounted: Mounted) -> None:
+    first = pack_json(mounted.core, f"/{REPORT}@intent=revenue")
+    lines = (mounted.src / REPORT).read_text().count("\n")
+    big = pack_json(mounted.core, f"/{REPORT}@focus=L1-{lines}")
+    assert big.decision == "fallback" and big.episode == first.episode
+    assert "earlier-evidence-retired" in big.flags and "episode-closed" in big.flags
+    episode = mounted.core.protocol.episodes.get(first.episode or "")
+    assert episode is not None and episode.retired and episode.closed
+    within = pack_json(mounted.core, f"/{REPORT}@refine=headcount")  # the agent holds the full view
+    assert within.decision == "reuse-full-view" and within.episode == first.episode
+    assert within.exposure.pack_chars == 0 and not within.evidence and within.full_view is None
+    assert "full-view-delivered-earlier" in within.flags and within.coverage[0].earlier
+    fresh = pack_json(mounted.core, f"/{REPORT}@intent=headcount")  # a new objective: a new episode
+    assert fresh.episode != first.episode and fresh.decision == "sparse"
+
+
+def test_a_changed_file_closes_its_episode_and_starts_another(mounted: Mounted) -> None:
+    first = pack_json(mounted.core, f"/{REPORT}@intent=revenue")
+    with open(mounted.src / REPORT, "a") as f:
+        f.write("\nRevenue note appended later.\n")
+    mounted.core.on_source_change(REPORT)
+    second = pack_json(mounted.core, f"/{REPORT}@refine=revenue")
+    assert second.episode != first.episode and "artifact-changed-since-last-read" in second.flags
+    old = mounted.core.protocol.episodes.get(first.episode or "")
+    assert old is not None and old.closed and old.close_reason.startswith("artifact changed")
+
+
+def test_episodes_and_packs_survive_a_remount(tmp_path: Path) -> None:
+    m = Mounted(tmp_path)
+    first_bytes = read_virtual(m.core, f"/{REPORT}@intent=revenue")
+    first = pack_json(m.core, f"/{REPORT}@intent=revenue")
+    episode = m.core.protocol.episodes.get(first.episode or "")
+    assert episode is not None
+    exposed = episode.budget.sparse_exposed
+    m.close()
+    m = Mounted(tmp_path)  # remount
+    assert read_virtual(m.core, f"/{REPORT}@intent=revenue") == first_bytes  # frozen, not admitted again
+    restored = m.core.protocol.episodes.get(first.episode or "")
+    assert restored is not None and restored.budget.sparse_exposed == exposed
+    refined = pack_json(m.core, f"/{REPORT}@refine=revenue")
+    assert refined.episode == first.episode
+    delivered = spans_of(first)
+    assert all(e <= s2 or e2 <= s for s, e in spans_of(refined) for s2, e2 in delivered)
+    listed = {e["id"] for e in read_episodes(m.state_dir)}
+    assert first.episode in listed and f"{first.episode}.json" in m.core.control.listdir("episodes")
+    m.close()
+
+
+def test_a_new_mount_numbers_episodes_after_the_saved_ones(tmp_path: Path) -> None:
+    m = Mounted(tmp_path)
+    first = pack_json(m.core, f"/{REPORT}@intent=revenue")
+    m.close()
+    m = Mounted(tmp_path)
+    other = pack_json(m.core, f"/{REPORT}@intent=headcount")
+    assert int((other.episode or "e0")[1:]) > int((first.episode or "e0")[1:])
+    m.close()
+
+
+def test_a_damaged_state_file_is_moved_aside(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "state.sqlite").write_bytes(b"not a database at all" * 100)
+    m = Mounted(tmp_path)
+    assert pack_json(m.core, f"/{REPORT}@intent=revenue").decision == "sparse"
+    assert any(p.name.startswith("state.sqlite.damaged-") for p in state.iterdir())
+    m.close()
+
+
+# ---- concurrency -----------------------------------------------------------------------
+
+
+def test_concurrent_readers_never_lose_an_update_or_build_a_pack_twice(mounted: Mounted) -> None:
+    core, served = mounted.core, []
+    original = core.protocol.serve
+
+    def counting(rel: str, request: object) -> object:
+        served.append((rel, request))
+        return original(rel, request)  # type: ignore[arg-type]
+
+    core.protocol.serve = counting  # type: ignore[method-assign,assignment]
+    paths = [f"/{REPORT}@intent=revenue"] + [f"/{REPORT}@refine={w}" for w in ("staff", "Lantern", "margin")]
+    errors: list[BaseException] = []
+
+    def reader(n: int) -> None:
+        try:
+            for path in paths[n % 2 :] + paths[: n % 2]:
+                read_virtual(core, path)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and len(served) == len(paths)  # each path built exactly once
+    texts = [read_virtual(core, p).decode() for p in paths]  # frozen: the same bytes again
+    episodes = {_field(r"episode: (e\d+)", t) for t in texts}
+    episode = core.protocol.episodes.get(episodes.pop())
+    assert episode is not None and not episodes
+    assert episode.budget.sparse_exposed == sum(int(_field(r"exposure: ([\d,]+) chars", t).replace(",", ""))
+                                                for t in texts)
+
+
+def _field(pattern: str, text: str) -> str:
+    found = re.search(pattern, text)
+    assert found is not None, pattern
+    return found.group(1)
