@@ -4,6 +4,7 @@ One SQLite file (``state.sqlite`` in the state directory, WAL mode) holds:
 
 * ``episodes``: one row per episode, rewritten after every access that changed
   it (Algorithm 1, SaveEpisode), with its evidence record (spans and anchors);
+  closed episodes beyond the newest 50,000 are dropped when a mount starts;
 * ``packs``: the frozen content of each virtual path for one artifact version,
   so re-reading a path after a remount re-delivers the same bytes and is never
   admitted again (the newest version per path; bounded in bytes);
@@ -31,6 +32,7 @@ STATE_FILE = "state.sqlite"
 MAX_PACK_BYTES = 4 * 1024 * 1024
 MAX_PACKS_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_EPISODES_LOADED = 2_000
+MAX_EPISODES_KEPT = 50_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS episodes (
@@ -52,6 +54,7 @@ class StateDB:
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = _open(path)
+        self._prune_episodes()
         self._pack_bytes = self._scalar("SELECT COALESCE(SUM(LENGTH(content)), 0) FROM packs")
 
     @classmethod
@@ -70,6 +73,13 @@ class StateDB:
         """The newest ``limit`` episodes, oldest first, with whether each is open."""
         rows = self._read("SELECT record, is_open FROM episodes ORDER BY number DESC LIMIT ?", (limit,))
         return [(orjson.loads(record), bool(is_open)) for record, is_open in reversed(rows)]
+
+    def _prune_episodes(self) -> None:
+        """Keep the newest MAX_EPISODES_KEPT closed episodes (open ones always stay)."""
+        self._write(
+            "DELETE FROM episodes WHERE is_open = 0 AND number <= "
+            "(SELECT COALESCE(MAX(number), 0) FROM episodes) - ?", (MAX_EPISODES_KEPT,),
+        )
 
     def last_episode_number(self) -> int:
         return self._scalar("SELECT COALESCE(MAX(number), 0) FROM episodes")

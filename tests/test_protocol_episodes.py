@@ -258,3 +258,16 @@ def _field(pattern: str, text: str) -> str:
     found = re.search(pattern, text)
     assert found is not None, pattern
     return found.group(1)
+
+
+def test_old_closed_episodes_are_pruned_but_open_ones_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparsefs import state as state_module
+
+    monkeypatch.setattr(state_module, "MAX_EPISODES_KEPT", 3)
+    db = StateDB.in_dir(tmp_path)
+    for n in range(1, 8):
+        db.save_episode({"id": f"e{n}", "artifact_rel": "a.txt", "n": n}, is_open=n == 1)
+    db.close()
+    db = StateDB.in_dir(tmp_path)  # pruning happens when a mount opens the state
+    assert [r["id"] for r, _ in db.load_episodes()] == ["e1", "e5", "e6", "e7"]
+    db.close()
