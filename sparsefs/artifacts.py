@@ -32,7 +32,8 @@ from sparsefs.collection import DirectoryCollection, Listing, walk
 from sparsefs.parsed_store import ParsedStore, is_racy
 from sparsefs.rootfs import SourceRoot
 
-StatKey = tuple[int, int, int, int]
+StatKey = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns: ctime too, so
+# new content given its old size and mtime back (cp -p, touch -d) is never taken for the old version
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 8192
 _FOLDER = FolderReader()
@@ -40,7 +41,14 @@ _PARSE_STRIPES = 16
 
 
 def stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def variant(name: str) -> str:
+    """What of a file's name a Reader's choice or parse depends on: its extension (a.py and a.rb
+    with the same bytes are different artifacts), safe as a path component."""
+    ext = os.path.splitext(name)[1].lower().lstrip(".")
+    return "".join(c for c in ext if c.isalnum())[:12] or "-"
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ class ArtifactCache:
         self._parsed_chars = 0
         self._dirty: set[str] = set()
         self._hashed: set[str] = set()
-        self._readers: dict[str, Reader] = {}
+        self._readers: dict[tuple[str, str], Reader] = {}  # (fingerprint, name variant) -> its Reader
         self._lock = threading.Lock()
         self._parse_locks = [threading.Lock() for _ in range(_PARSE_STRIPES)]
         self._racy: set[StatKey] = set()
@@ -174,7 +182,9 @@ class ArtifactCache:
                 return "unreadable"
         with self._lock:
             known = self._fingerprints.get(key)
-        return known or "stat:{}:{}:{}:{}".format(*key)
+        if known is None and self.store is not None:
+            known = self.store.fingerprint_of(key)  # what an earlier mount hashed: the same folder version
+        return known or "stat:" + ":".join(map(str, key))
 
     def _is_cached(self, rel: str) -> bool:
         """Would loading ``rel`` now cost no parse? (stat only; False when unsure)"""
@@ -184,10 +194,10 @@ class ArtifactCache:
             return False
         with self._lock:
             fingerprint = self._fingerprints.get(stat_key(st))
-            reader = self._readers.get(fingerprint) if fingerprint else None
+            reader = self._readers.get((fingerprint, variant(rel))) if fingerprint else None
             if rel in self._dirty:
                 return False
-            if fingerprint is not None and reader is not None and (fingerprint, reader.name) in self._parsed:
+            if fingerprint is not None and reader is not None and _parse_key(fingerprint, reader, rel) in self._parsed:
                 return True
         if self.store is None or not stat.S_ISREG(st.st_mode):
             return False
@@ -204,13 +214,16 @@ class ArtifactCache:
     def _warm(self, rel: str, key: StatKey) -> Artifact | None:
         with self._lock:
             fingerprint = self._fingerprints.get(key)
-            reader = self._readers.get(fingerprint) if fingerprint else None
-            parsed = self._parsed.get((fingerprint, reader.name)) if fingerprint and reader else None
-            if parsed is None or fingerprint is None or reader is None:
+            reader = self._readers.get((fingerprint, variant(rel))) if fingerprint else None
+            if fingerprint is None or reader is None:
                 return None
-            self._parsed.move_to_end((fingerprint, reader.name))
+            cache_key = _parse_key(fingerprint, reader, rel)
+            parsed = self._parsed.get(cache_key)
+            if parsed is None:
+                return None
+            self._parsed.move_to_end(cache_key)
         if self.store is not None:
-            self.store.note_use(fingerprint, reader.name, parsed)
+            self.store.note_use(*cache_key, parsed)
         return Artifact(rel, fingerprint, key, reader, parsed)
 
     def _build(self, rel: str, st: os.stat_result, data: bytes, fresh: bool) -> Artifact:
@@ -219,7 +232,7 @@ class ArtifactCache:
         reader = registry.select(os.path.basename(rel), data[:_HEAD_BYTES])
         parsed = self._parse(fingerprint, reader, os.path.basename(rel), data)
         with self._lock:
-            self._readers[fingerprint] = reader
+            self._readers[(fingerprint, variant(rel))] = reader
         return Artifact(rel, fingerprint, key, reader, parsed)
 
     def mark_dirty(self, rel: str) -> None:
@@ -278,8 +291,8 @@ class ArtifactCache:
             (self._racy.discard if stored else self._racy.add)(stat_key(st))
 
     def _parse(self, fingerprint: str, reader: Reader, name: str, data: bytes) -> Parsed:
-        """Parse once per (fingerprint, Reader): concurrent loads of one version wait for the first."""
-        cache_key = (fingerprint, reader.name)
+        """Parse once per (fingerprint, Reader, name variant): concurrent loads of one version wait."""
+        cache_key = _parse_key(fingerprint, reader, name)
         with self._parse_locks[hash(cache_key) % _PARSE_STRIPES]:
             with self._lock:
                 if cache_key in self._parsed:
@@ -292,7 +305,7 @@ class ArtifactCache:
             started = time.perf_counter()
             parsed = reader.parse(BytesSource(name, data))
             if self.store is not None:
-                self.store.save(fingerprint, reader.name, parsed, time.perf_counter() - started)
+                self.store.save(*cache_key, parsed, time.perf_counter() - started)
             self._remember(cache_key, parsed)
         return parsed
 
@@ -307,6 +320,11 @@ class ArtifactCache:
             while self._parsed_chars > self.max_parsed_chars and len(self._parsed) > 1:
                 _, dropped = self._parsed.popitem(last=False)
                 self._parsed_chars -= len(dropped.full_view)
+
+
+def _parse_key(fingerprint: str, reader: Reader, name: str) -> tuple[str, str]:
+    """(fingerprint, "<reader>-<extension>"): the cache and store key of one parse."""
+    return fingerprint, f"{reader.name}-{variant(name)}"
 
 
 def open_confined(root: SourceRoot, rel: str) -> int:

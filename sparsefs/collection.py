@@ -20,7 +20,7 @@ from readers.base import Parsed, Reader
 from readers.folder import Member
 from sparsefs.rootfs import SourceRoot
 
-StatKey = tuple[int, int, int, int]
+StatKey = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
 MAX_WALK_ENTRIES = 20_000
 MAX_DEPTH = 12
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "venv", ".venv", "site-packages", "dist-packages"})
@@ -61,7 +61,7 @@ def walk(root: SourceRoot, rel: str) -> Listing:
                     left_out += 1
             elif stat.S_ISREG(st.st_mode):
                 members.append(Member(path, st.st_size, st.st_mtime_ns))
-                keys.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+                keys.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return Listing(tuple(members), tuple(keys), left_out)
 
 

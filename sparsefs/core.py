@@ -28,9 +28,10 @@ from sparsefs.artifacts import ArtifactCache
 from sparsefs.control import CONTROL_DIR, SESSION_FILE, ControlTree
 from sparsefs.evidence import EvidenceFiles
 from sparsefs.freshness import check_core_open
-from sparsefs.intents import MAX_SESSION_CHARS, SessionIntent
+from sparsefs.intents import SessionIntent
 from sparsefs.protocol import Protocol
 from sparsefs.rootfs import SourceRoot, relative, stat_dict
+from sparsefs.session_file import SessionFile
 from sparsefs.state import StateDB
 from sparsefs.stats import Stats
 from sparsefs.virtual import virtual_ino
@@ -38,9 +39,8 @@ from sparsefs.virtual import virtual_ino
 _HANDLE_BASE = 1 << 40
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _CONTROL_PREFIX = "/" + CONTROL_DIR
-_NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)
+_NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name longer than the source fs allows may be virtual
 SESSION_KEY = "session_intent"
-MAX_SESSION_BYTES = 4 * MAX_SESSION_CHARS  # a name longer than the source fs allows may be virtual
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,8 @@ class _Generated:
     data: bytes = b""
     log_fd: int = -1
     pin: tuple[int, str] | None = None
-    draft: bytearray | None = None
-    written: bool = False
+    draft: bytearray | None = None  # the session file's shared draft, for a writer
+    append: bool = False
 
     def stat(self) -> dict[str, int]:
         """What fstat on this handle reports: always the size of what it serves."""
@@ -86,6 +86,7 @@ class Core:
         session = SessionIntent(_initial_session(state, session_intent), on_change=self._session_changed)
         self.protocol = protocol or Protocol(self.artifacts, state=state, session=session)
         self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
+        self.session_file = SessionFile(self.protocol.session)
         self.evidence = EvidenceFiles(root, self.protocol, stats, state)
         stats.gauges["artifacts_parsed"] = lambda: self.artifacts.parses
         stats.gauges["artifacts_loaded_from_disk"] = lambda: self.artifacts.disk_loads
@@ -115,6 +116,7 @@ class Core:
     def _session_changed(self, text: str) -> None:
         if self.state is not None:
             self.state.set_setting(SESSION_KEY, text)
+        self.evidence.session_changed()
 
     def _ready_text(self) -> bytes | None:
         if self.ready_since is None:
@@ -250,32 +252,20 @@ class Core:
                 del self._pinned[handle.pin]
         if handle and handle.log_fd >= 0:
             os.close(handle.log_fd)
-        if handle and handle.draft is not None and handle.written:
-            self.protocol.session.set(handle.draft.decode("utf-8", "replace"))
+        if handle and handle.draft is not None:
+            self.session_file.closed()
 
     # ---- the session intent (.sparsefs/session, the one writable control file) ----
     def _write_session(self, fh: int, data: bytes, offset: int) -> int:
         handle = self._handle(fh)
         if handle.draft is None:
             raise OSError(errno.EBADF, "generated files are read-only")
-        if offset + len(data) > MAX_SESSION_BYTES:
-            raise OSError(errno.EFBIG, "a session intent is a few sentences")
-        draft = handle.draft
-        draft[len(draft):offset] = bytes(max(0, offset - len(draft)))
-        draft[offset : offset + len(data)] = data
-        handle.written = True
-        return len(data)
+        return self.session_file.write(data, offset, handle.append)
 
     def _truncate_session(self, fh: int | None, length: int) -> None:
-        if fh is None:  # truncate by path (``: > .sparsefs/session`` without O_TRUNC at open)
-            text = self.protocol.session.content()[:length].decode("utf-8", "replace")
-            self.protocol.session.set(text)
-            return
-        handle = self._handle(fh)
-        if handle.draft is None:
+        if fh is not None and self._handle(fh).draft is None:
             raise OSError(errno.EROFS, "generated files are read-only")
-        del handle.draft[length:]
-        handle.written = True
+        self.session_file.truncate(length)
 
     # ---- namespace changes ----------------------------------------------------
     def give_to_caller(self, path: str, uid: int, gid: int) -> None:
@@ -386,12 +376,11 @@ class Core:
         return handle.content()[offset : offset + size]
 
     def _session_handle(self, path: str, flags: int) -> _Generated:
-        content = self.protocol.session.content()
         attrs = _synthetic(self.root.lstat(""), stat.S_IFREG | 0o644, 0, virtual_ino(path))
-        if not flags & _WRITE_FLAGS:
-            return _Generated(attrs=attrs, data=content)
-        draft = bytearray() if flags & os.O_TRUNC else bytearray(content)
-        return _Generated(attrs=attrs, draft=draft, written=bool(flags & os.O_TRUNC))
+        draft = self.session_file.opened(flags)
+        if draft is None:
+            return _Generated(attrs=attrs, data=self.protocol.session.content())
+        return _Generated(attrs=attrs, draft=draft, append=bool(flags & os.O_APPEND))
 
     # ---- control tree --------------------------------------------------------
     def _control_attr(self, path: str) -> dict[str, int]:

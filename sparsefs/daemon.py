@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from sparsefs.freshness import Freshness
 from sparsefs.mounts import find_mount, is_stale, unmount
 from sparsefs.parsed_store import ParsedStore, open_store
 from sparsefs.rootfs import SourceRoot
-from sparsefs.state import StateDB
+from sparsefs.state import StateDB, StateDirBusy, StateLock
 from sparsefs.stats import Stats
 from sparsefs.watcher import watch_source
 
@@ -63,11 +64,24 @@ def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow
     state = Path(state_dir).resolve() if state_dir else default_state_dir(src)
     if state.is_relative_to(src) and mnt == src:
         raise MountError(f"the state directory {state} must not be inside the in-place mount")
+    _check_state_dir(state)
     try:
         chosen, _ = backends.choose(backend)
     except ValueError as err:
         raise MountError(f"{err}; use --backend auto or mfusepy") from None
     return MountPlan(src, mnt, state, allow_other, backend=chosen)
+
+
+def _check_state_dir(state: Path) -> None:
+    """Refuse early (before a background daemon starts) when a live mount holds the state dir."""
+    probe = StateLock(state)
+    try:
+        probe.acquire()
+    except StateDirBusy as err:
+        raise MountError(str(err)) from None
+    except OSError:
+        return  # not creatable here: the daemon reports it
+    probe.release()
 
 
 def _check_mountpoint(src: Path, mnt: Path) -> None:
@@ -97,9 +111,14 @@ def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
     serve = backends.server(plan.backend, plan.readers, plan.spin_us)
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
+    lock = StateLock(plan.state_dir)
+    try:
+        lock.acquire()
+    except StateDirBusy as err:
+        raise MountError(str(err)) from None
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
     stats = Stats(plan.state_dir / "log.jsonl", backend=plan.backend)
-    state = StateDB.in_dir(plan.state_dir)
+    state = _open_state(plan.state_dir)
     store = _open_store(plan.state_dir)
     core = Core(root, stats, state=state, session_intent=plan.session_intent,
                 artifacts=ArtifactCache(root, store=store))
@@ -114,16 +133,27 @@ def run(plan: MountPlan) -> int:
         if store is not None:
             store.close()  # saves indexes built since, flushes the queue
         stats.close()
-        state.close()
+        if state is not None:
+            state.close()
         root.close()
+        lock.release()
     return 0
+
+
+def _open_state(state_dir: Path) -> StateDB | None:
+    """Episodes, frozen packs and the session intent on disk; without them the mount still serves."""
+    try:
+        return StateDB.in_dir(state_dir)
+    except (OSError, sqlite3.Error) as err:
+        log.warning("state database unavailable (%s); episodes and packs will not survive this mount", err)
+        return None
 
 
 def _open_store(state_dir: Path) -> ParsedStore | None:
     """Fingerprints and parsed artifacts on disk; a state dir that cannot hold them means memory only."""
     try:
         return open_store(state_dir)
-    except OSError as err:
+    except (OSError, sqlite3.Error) as err:
         log.warning("parsed-artifact store unavailable (%s); this mount starts cold and stays in memory", err)
         return None
 

@@ -40,6 +40,7 @@ class Episode:
     reads: int = 0
     close_reason: str = ""
     retired: bool = False
+    detached: bool = False  # an exact operation's own episode: never the artifact's current one
 
     @property
     def closed(self) -> bool:
@@ -72,7 +73,8 @@ class Episode:
 
     def to_record(self) -> dict[str, Any]:
         """Everything needed to restore the episode (JSON-safe; the path stays as the core sees it)."""
-        return self.to_json() | {"artifact_rel": self.artifact, "spans": self.spans, "passages": self.passages}
+        return self.to_json() | {"artifact_rel": self.artifact, "spans": self.spans, "passages": self.passages,
+                                 "detached": self.detached}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Episode:
@@ -84,7 +86,7 @@ class Episode:
             spans=[(int(a), int(b)) for a, b in record["spans"]], anchors=[str(a) for a in record["anchors"]],
             passages=[(str(a), int(s), int(e)) for a, s, e in record.get("passages", ())],
             reads=int(record["reads"]), close_reason=str(record["close_reason"]),
-            retired=bool(record.get("observations_retired", False)),
+            retired=bool(record.get("observations_retired", False)), detached=bool(record.get("detached", False)),
         )
 
 
@@ -102,10 +104,12 @@ class EpisodeStore:
             self._restore(state)
 
     def _restore(self, state: StateDB) -> None:
-        for record, is_open in state.load_episodes(self._max):
+        """Each artifact's newest sparse episode is current again, open or closed: a closed one
+        still says which version was read last and whether its full view went out."""
+        for record, _ in state.load_episodes(self._max):
             episode = Episode.from_record(record)
             self._episodes[episode.id] = episode
-            if is_open and not episode.closed:
+            if not episode.detached:
                 self._open[episode.artifact] = episode.id
 
     def ensure(self, artifact: str, fingerprint: str, action: str, objective: str, full_view_chars: int) -> Episode:
@@ -123,7 +127,9 @@ class EpisodeStore:
         """An episode of its own for an exact operation: the open episode (what refine,
         verify and focus continue) stays the artifact's sparse reading."""
         with self.lock:
-            return self._start(artifact, fingerprint, objective, full_view_chars, open_=False)
+            episode = self._start(artifact, fingerprint, objective, full_view_chars, open_=False)
+            episode.detached = True
+            return episode
 
     def superseded(self, artifact: str, fingerprint: str) -> Episode | None:
         """The artifact's last episode if it closed by delivering this version's full view."""

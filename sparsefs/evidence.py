@@ -102,6 +102,11 @@ class EvidenceFiles:
                 for vpath in self.memo.paths_for(base):
                     self.invalidate_kernel("/" + vpath)
 
+    def session_changed(self) -> None:
+        """Packs that depend on the session intent change: the kernel must ask for their sizes again."""
+        for vpath in self.memo.paths():
+            self.invalidate_kernel("/" + vpath)
+
     def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
         self._sizes_handed_out.add(base_rel)  # before building: a change meanwhile must invalidate
         if request.action == "raw":
@@ -112,12 +117,13 @@ class EvidenceFiles:
             return self._current(rel, base_rel, request)
 
     def _current(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
-        session = self._session_mark(request)
+        text = self.protocol.session.text  # read once: the pack is built and frozen under this one
+        session = _session_mark(request, text)
         version = self._version(base_rel) + session
         cached = self.memo.get(rel, version) or self._persisted(rel, base_rel, version)
         if cached is not None:
             return cached
-        served = self.protocol.serve(base_rel, request)
+        served = self.protocol.serve(base_rel, request, text)
         content = render(served.pack, request.format)
         version = (served.version or version.removesuffix(session)) + session
         virtual = VirtualFile.generated(
@@ -137,12 +143,7 @@ class EvidenceFiles:
         self.memo.put(virtual)  # no log entry: it was counted when first delivered
         return virtual
 
-    def _session_mark(self, request: VirtualRequest) -> str:
-        """Packs the session intent can change are frozen per session intent too."""
-        session = self.protocol.session.text
-        if not session or request.action not in SESSION_ACTIONS:
-            return ""
-        return "|session:" + xxhash.xxh3_64_hexdigest(session.encode())
+
 
     def _version(self, base_rel: str) -> str:
         """The artifact's fingerprint; '' when it cannot be read as an artifact."""
@@ -178,6 +179,13 @@ class EvidenceFiles:
             if err.errno not in (errno.EXDEV, errno.ELOOP, errno.EACCES):
                 raise
             return self.root.lstat(rel)
+
+
+def _session_mark(request: VirtualRequest, session: str) -> str:
+    """Packs the session intent can change are frozen per session intent too."""
+    if not session or request.action not in SESSION_ACTIONS:
+        return ""
+    return "|session:" + xxhash.xxh3_64_hexdigest(session.encode())
 
 
 def _check_name(name: str) -> None:

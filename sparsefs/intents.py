@@ -28,8 +28,8 @@ from sparsefs.grammar import split_slots
 
 MAX_SESSION_CHARS = 2_000
 SESSION_FILL_ACTIONS = frozenset({"intent", "collect"})
-_WORD = re.compile(r"[^\W_][\w&'.\-]*")
-_NUMBER = re.compile(r"^[\d.,'\-]*\d[\d.,'\-]*%?$")
+_WORD = re.compile(r"\d[\d,.]*%?|[^\W_][\w&'.\-]*")  # "1,184" and "3.5%" stay whole
+_NUMBER = re.compile(r".*\d")  # any word with a digit is a specific: 2023, FY2023, Q3-2023, 3.5%
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class ResolvedIntent:
     slots: tuple[str, ...]
     context: str | None = None
     flags: tuple[str, ...] = ()
+    session: str = ""  # the session intent this was resolved against
 
     @property
     def underspecified(self) -> bool:
@@ -73,8 +74,10 @@ class SessionIntent:
 
 
 def normalize_session(text: str) -> str:
-    """One line of at most MAX_SESSION_CHARS (a written file may end with newlines)."""
-    return " ".join(text.split())[:MAX_SESSION_CHARS]
+    """One line of at most MAX_SESSION_CHARS; control characters (NUL from a sparse write,
+    U+FFFD from bytes that are not UTF-8) become spaces."""
+    printable = "".join(c if c.isprintable() and c != "\ufffd" else " " for c in text)
+    return " ".join(printable.split())[:MAX_SESSION_CHARS]
 
 
 def has_content(text: str | None) -> bool:
@@ -86,10 +89,11 @@ def resolve(action: str, argument: str | None, slots: tuple[str, ...], session: 
     if has_content(argument):
         assert argument is not None
         context = session_context(argument, session)
-        return ResolvedIntent(argument, slots or (argument,), context, ("session-context",) if context else ())
+        flags = ("session-context",) if context else ()
+        return ResolvedIntent(argument, slots or (argument,), context, flags, session)
     if action in SESSION_FILL_ACTIONS and has_content(session):
-        return ResolvedIntent(session, split_slots(session), None, ("session-intent-used",))
-    return ResolvedIntent(None, slots)
+        return ResolvedIntent(session, split_slots(session), None, ("session-intent-used",), session)
+    return ResolvedIntent(None, slots, session=session)
 
 
 def session_context(access: str, session: str) -> str | None:

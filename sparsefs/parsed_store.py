@@ -37,15 +37,19 @@ first intent read of a table or a long PDF): when it is next used, or at close.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import queue
+import re
 import shutil
 import sqlite3
 import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -66,6 +70,9 @@ TRANSIENT_KEYS = frozenset({"columns", "floats"})  # table_ops caches, cheap to 
 _MMAP_BYTES = 8 << 20  # each mmap holds a file descriptor: only for big arrays
 _PARSING_DISTS = ("pymupdf", "bm25s", "numpy", "openpyxl", "python-calamine", "orjson", "PyStemmer")
 _DAY_NS = 86_400 * 1_000_000_000
+_FINGERPRINT = re.compile(r"[0-9a-f]{32}")
+_READER_KEY = re.compile(r"[a-z0-9_]{1,32}(?:-[a-z0-9-]{1,12})?")
+_FILE_NAME = re.compile(r"full_view\.txt|data\.json|a[0-9]{1,6}\.npy|b[0-9]{1,6}\.bin")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS fingerprints (
     dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER,
@@ -131,6 +138,7 @@ class ParsedStore:
         self.parsed_dir = root / "parsed"
         (self.parsed_dir / "tmp").mkdir(parents=True, exist_ok=True)
         self.code = code_version()
+        self.entries = self.parsed_dir / self.code  # another code version's entries are never even looked at
         self._db = _connect(root / "index.sqlite")
         self._db_lock = threading.Lock()
         self._pending_fps: dict[FullKey, str] = {}
@@ -138,7 +146,7 @@ class ParsedStore:
         self._saved: dict[Key, tuple[weakref.ref[Parsed], tuple[Any, ...]]] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[Key, Parsed] | None] = queue.Queue(config.queue_size)
-        self.loads = self.saves = self.dropped = self.corrupt = 0
+        self.loads = self.saves = self.dropped = self.corrupt = self.failures = 0
         self._writer = threading.Thread(target=self._run, name="sparsefs-store", daemon=True)
         self._writer.start()
 
@@ -146,16 +154,23 @@ class ParsedStore:
 
     def fingerprint_get(self, st: os.stat_result) -> str | None:
         """The persisted fingerprint of this exact file version, if any."""
-        key = full_key(st)
+        return self.fingerprint_of(full_key(st))
+
+    def fingerprint_of(self, key: FullKey) -> str | None:
+        """The same, by (dev, ino, size, mtime_ns, ctime_ns)."""
         with self._lock:
             pending = self._pending_fps.get(key)
         if pending is not None:
             return pending
-        with self._db_lock:
-            row = self._db.execute(
-                "SELECT fingerprint FROM fingerprints WHERE dev=? AND ino=? AND size=? AND mtime_ns=? AND ctime_ns=?",
-                key).fetchone()
-        return str(row[0]) if row else None
+        try:
+            with self._db_lock:
+                row = self._db.execute(
+                    "SELECT fingerprint FROM fingerprints WHERE dev=? AND ino=? AND size=? AND mtime_ns=? "
+                    "AND ctime_ns=?", key).fetchone()
+        except sqlite3.Error as err:
+            log.warning("store: fingerprint lookup failed (%s); hashing instead", err)
+            return None
+        return str(row[0]) if row and _FINGERPRINT.fullmatch(str(row[0])) else None
 
     def fingerprint_put(self, st: os.stat_result, fingerprint: str, hashed_ns: int) -> bool:
         """Remember a fingerprint (batched); refused (False) when the stat key is racy."""
@@ -187,9 +202,9 @@ class ParsedStore:
         return parsed
 
     def contains(self, fingerprint: str) -> bool:
-        """Is some parse of this fingerprint stored? (one directory listing)"""
+        """Is some parse of this fingerprint stored for this code version? (one directory listing)"""
         try:
-            return any(p.name.startswith(fingerprint + ".") for p in (self.parsed_dir / fingerprint[:2]).iterdir())
+            return any(p.name.startswith(fingerprint + ".") for p in (self.entries / fingerprint[:2]).iterdir())
         except OSError:
             return False
 
@@ -228,7 +243,10 @@ class ParsedStore:
     # internals ----------------------------------------------------------
 
     def _path(self, fingerprint: str, reader: str) -> Path:
-        return self.parsed_dir / fingerprint[:2] / f"{fingerprint}.{reader}"
+        """The entry directory; a key that is not a fingerprint and a reader key never names a path."""
+        if not (_FINGERPRINT.fullmatch(fingerprint) and _READER_KEY.fullmatch(reader)):
+            raise ValueError(f"not a store key: {fingerprint!r}, {reader!r}")
+        return self.entries / fingerprint[:2] / f"{fingerprint}.{reader}"
 
     def _track(self, key: Key, parsed: Parsed) -> None:
         with self._lock:
@@ -246,17 +264,26 @@ class ParsedStore:
             self.dropped += 1
 
     def _run(self) -> None:
-        self._maintain()
+        self._guarded(self._maintain)
         while True:
             try:
                 job = self._queue.get(timeout=1.0)
             except queue.Empty:
                 job = ()  # type: ignore[assignment]
-            self._flush()  # last-use times first: eviction after a write must see them
+            self._guarded(self._flush)  # last-use times first: eviction after a write must see them
             if job:
-                self._write(*job)
+                self._guarded(functools.partial(self._write, *job))
             if job is None:
                 return
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        """The writer thread outlives any failure (disk full, a locked or damaged database)."""
+        try:
+            step()
+        except (sqlite3.Error, OSError) as err:
+            self.failures += 1
+            name = getattr(step, "__name__", None) or getattr(getattr(step, "func", None), "__name__", "a step")
+            log.warning("store: %s failed (%s); continuing without it", name, err)
 
     def _write(self, key: Key, parsed: Parsed) -> None:
         try:
@@ -298,8 +325,16 @@ class ParsedStore:
             self._remove((fingerprint, reader))
             total -= size
 
+    def _drop_other_code_versions(self) -> None:
+        """Entries of other Reader code are dead weight: remove them at open."""
+        self.entries.mkdir(parents=True, exist_ok=True)
+        for child in self.parsed_dir.iterdir():
+            if child.name not in ("tmp", self.code) and child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+
     def _remove(self, key: Key) -> None:
-        shutil.rmtree(self._path(*key), ignore_errors=True)
+        with contextlib.suppress(ValueError):  # a forged ledger row: only the row goes
+            shutil.rmtree(self._path(*key), ignore_errors=True)
         with self._lock:
             self._saved.pop(key, None)
         with self._db_lock, self._db:
@@ -312,14 +347,22 @@ class ParsedStore:
             if _mtime(leftover) < stale:
                 shutil.rmtree(leftover, ignore_errors=True)
         cutoff = time.time_ns() - self.config.fingerprint_days * _DAY_NS
+        self._drop_other_code_versions()
         with self._db_lock, self._db:
             rows = self._db.execute("SELECT fingerprint, reader FROM parsed").fetchall()
-            gone = [row for row in rows if not self._path(*row).is_dir()]
+            gone = [row for row in rows if not _is_entry(self, *row)]
             self._db.executemany("DELETE FROM parsed WHERE fingerprint=? AND reader=?", gone)
             self._db.execute("DELETE FROM fingerprints WHERE seen < ?", (cutoff,))
             self._db.execute(  # cap: keep the most recently seen rows
                 "DELETE FROM fingerprints WHERE seen < (SELECT seen FROM fingerprints ORDER BY seen DESC "
                 "LIMIT 1 OFFSET ?)", (self.config.max_fingerprints,))
+
+
+def _is_entry(store: ParsedStore, fingerprint: str, reader: str) -> bool:
+    try:
+        return store._path(fingerprint, reader).is_dir()
+    except ValueError:
+        return False
 
 
 def _mtime(path: Path) -> float:
@@ -333,6 +376,8 @@ def _connect(path: Path) -> sqlite3.Connection:
     """Open (or create) the index database; a damaged one is a cache: start it afresh."""
     try:
         return _open_db(path)
+    except sqlite3.OperationalError:
+        raise  # full disk, locked by another process, unreadable: not damage, never delete it
     except sqlite3.DatabaseError as err:
         log.warning("store: %s is damaged (%s); starting a new one", path, err)
         for suffix in ("", "-wal", "-shm"):
@@ -376,7 +421,7 @@ def _write_dir(final: Path, tmp_root: Path, parsed: Parsed, code: str, key: Key)
             files[f"a{i}.npy"] = (tmp / f"a{i}.npy").stat().st_size
         for i, blob in enumerate(encoded.blobs):
             files[f"b{i}.bin"] = _put(tmp / f"b{i}.bin", blob)
-        hashes = {"full_view.txt": xxhash.xxh3_64_hexdigest(view), "data.json": xxhash.xxh3_64_hexdigest(tree)}
+        hashes = {name: xxhash.xxh3_64_hexdigest((tmp / name).read_bytes()) for name in files}
         meta = {"format": serial.FORMAT, "code": code, "fingerprint": key[0], "reader": key[1], "kind": parsed.kind,
                 "chars": len(parsed.full_view), "files": files, "hashes": hashes}
         size = _put(tmp / "meta.json", orjson.dumps(meta)) + sum(files.values())
@@ -408,8 +453,10 @@ def _read(path: Path, code: str, fingerprint: str, reader: str) -> Parsed:
         raise serial.Corrupt("another format, code version or artifact")
     files: dict[str, int] = meta["files"]
     for name, size in files.items():
-        if "/" in name or (path / name).stat().st_size != size:
+        if not _FILE_NAME.fullmatch(name) or (path / name).stat().st_size != size:
             raise serial.Corrupt(f"{name}: size differs")
+        if not name.endswith(".txt") and not name.endswith(".json"):
+            _checked(path, name, meta)  # every side file too: a PDF's bytes, an index's arrays
     view = _checked(path, "full_view.txt", meta).decode("utf-8", "surrogatepass")
     tree = orjson.loads(_checked(path, "data.json", meta))
     data = serial.decode(tree, _array_loader(path, files), _blob_loader(path, files), {"full_view": view})

@@ -40,6 +40,7 @@ PREVIEW_CHARS = 2_000
 DEFAULT_PACK_CHARS = 1_500
 MAX_PACK_CHARS = 6_000
 SPARSE_ACTIONS = frozenset({"intent", "collect", "refine", "verify", "focus"})
+_WITHIN = frozenset({"refine", "verify"})  # after the full view went out: anchors into it, nothing re-sent
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,10 @@ class Protocol:
         self.session = session or SessionIntent()
         self._locks = [threading.Lock() for _ in range(_ARTIFACT_STRIPES)]
 
-    def serve(self, rel: str, request: VirtualRequest) -> Served:
+    def serve(self, rel: str, request: VirtualRequest, session: str | None = None) -> Served:
         """Answer one access; ReaderError becomes an error pack, OSError propagates.
+
+        ``session`` is the session intent the caller froze the pack under (default: the current one).
 
         Any other exception is a bug in a Reader: it is logged with its traceback
         and answered with an error pack, so one bad artifact never fails the mount.
@@ -81,7 +84,7 @@ class Protocol:
             return _internal_error(rel, request, err)
         with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
             try:
-                served = self._serve_locked(artifact, request)
+                served = self._serve_locked(artifact, request, self.session.text if session is None else session)
             except Exception as err:  # noqa: BLE001 - same: answer, log, keep serving
                 return _internal_error(rel, request, err, artifact)
             self._save_episode(served.pack.episode)
@@ -92,20 +95,20 @@ class Protocol:
         if episode is not None:
             self.episodes.save(episode)  # Algorithm 1, SaveEpisode: E and H survive a remount
 
-    def _serve_locked(self, artifact: Artifact, request: VirtualRequest) -> Served:
+    def _serve_locked(self, artifact: Artifact, request: VirtualRequest, session: str) -> Served:
         flags = self._changed_flag(artifact) + [str(f) for f in artifact.parsed.data.get("flags", ())]
         refused = _refusal(artifact, request) or _misplaced_options(artifact, request)
         if refused is not None:
             return refused
         if request.action in OPERATIONS:
             return self._exact(artifact, request, flags)
-        resolved = resolve(request.action, request.argument, request.slots, self.session.text)
+        resolved = resolve(request.action, request.argument, request.slots, session)
         flags += resolved.flags
         if request.action == "scout" and not self._fits_natively(artifact):
             return self._preview(artifact, request, flags)
         if request.action in SPARSE_ACTIONS and resolved.underspecified:
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
-        held = self.episodes.superseded(artifact.rel, artifact.fingerprint) if request.action == "refine" else None
+        held = self.episodes.superseded(artifact.rel, artifact.fingerprint) if request.action in _WITHIN else None
         if held is not None:
             return self._within_full_view(artifact, request, held, flags, resolved)
         objective = resolved.text or request.argument or ""
@@ -239,7 +242,7 @@ class Protocol:
             episode=episode.id if episode else None, decision=decision,  # type: ignore[arg-type]
             intent=resolved.text if used and resolved else request.argument,
             slots=list(resolved.slots if used and resolved else request.slots), flags=flags,
-            session_intent=self.session.text if used or context else None,
+            session_intent=(resolved.session or None) if resolved is not None and (used or context) else None,
             exposure=_exposure(0, episode, len(artifact.parsed.full_view)),
         )
 

@@ -17,7 +17,9 @@ a mount. Nothing is pickled: episodes are JSON, packs are the bytes served.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -52,6 +54,7 @@ class StateDB:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._reported: set[str] = set()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = _open(path)
         self._prune_episodes()
@@ -90,12 +93,15 @@ class StateDB:
             return
         entry = orjson.dumps(log_entry).decode() if log_entry is not None else None
         with self._lock:
-            old = self._db.execute("SELECT LENGTH(content) FROM packs WHERE vpath = ?", (vpath,)).fetchone()
-            self._db.execute("INSERT OR REPLACE INTO packs VALUES (?, ?, ?, ?, ?)",
-                             (vpath, version, content, entry, time.time()))
-            self._pack_bytes += len(content) - (old[0] if old else 0)
-            if self._pack_bytes > MAX_PACKS_TOTAL_BYTES:
-                self._prune_packs()
+            try:
+                old = self._db.execute("SELECT LENGTH(content) FROM packs WHERE vpath = ?", (vpath,)).fetchone()
+                self._db.execute("INSERT OR REPLACE INTO packs VALUES (?, ?, ?, ?, ?)",
+                                 (vpath, version, content, entry, time.time()))
+                self._pack_bytes += len(content) - (old[0] if old else 0)
+                if self._pack_bytes > MAX_PACKS_TOTAL_BYTES:
+                    self._prune_packs()
+            except sqlite3.Error as err:
+                self._failed("pack write", err)
 
     def get_pack(self, vpath: str, version: str) -> tuple[bytes, dict[str, Any] | None] | None:
         rows = self._read("SELECT content, log_entry FROM packs WHERE vpath = ? AND version = ?", (vpath, version))
@@ -131,16 +137,23 @@ class StateDB:
         with self._lock:
             try:
                 self._db.execute(sql, args)
-            except sqlite3.Error:
-                log.exception("state write failed (%s); the mount goes on without it", sql.split()[0])
+            except sqlite3.Error as err:
+                self._failed(f"{sql.split()[0].lower()} of state", err)
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
             try:
                 return self._db.execute(sql, args).fetchall()
-            except sqlite3.Error:
-                log.exception("state read failed; treating it as empty")
+            except sqlite3.Error as err:
+                self._failed("state read", err)
                 return []
+
+    def _failed(self, what: str, err: sqlite3.Error) -> None:
+        """A full disk or a damaged file loses state, never a request; said once per kind of failure."""
+        key = f"{what}: {type(err).__name__}"
+        if key not in self._reported:
+            self._reported.add(key)
+            log.warning("%s failed (%s); the mount goes on without saving it (%s)", what, err, self.path)
 
     def _scalar(self, sql: str) -> int:
         rows = self._read(sql)
@@ -164,6 +177,8 @@ def _open(path: Path) -> sqlite3.Connection:
     """The database at ``path``; a damaged or foreign file is moved aside first."""
     try:
         return _connect(path)
+    except sqlite3.OperationalError:
+        raise  # disk full, locked, unreadable: not damage, never moved aside
     except sqlite3.DatabaseError as err:
         aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
         log.warning("state database %s is unusable (%s); moved to %s, starting empty", path, err, aside)
@@ -187,3 +202,38 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+class StateDirBusy(Exception):
+    """Another live mount holds this state directory."""
+
+
+class StateLock:
+    """An exclusive flock on ``state_dir/mount.lock`` for the lifetime of one mount.
+
+    Two mounts sharing a state directory would number episodes from the same
+    counter and overwrite each other's records; the second is refused.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "mount.lock"
+        self._fd = -1
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StateDirBusy(f"the state directory {self.path.parent} is in use by another SparseFS mount "
+                               f"(pid {holder}); give this mount its own --state-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = -1

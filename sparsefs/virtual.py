@@ -92,6 +92,10 @@ class VirtualMemo:
             while self._bytes > self._max and len(self._files) > 1:
                 self._drop(next(iter(self._files)))
 
+    def paths(self) -> list[str]:
+        with self._lock:
+            return list(self._files)
+
     def paths_for(self, base_rel: str) -> list[str]:
         with self._lock:
             return sorted(self._by_base.get(base_rel, ()))

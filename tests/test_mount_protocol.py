@@ -22,8 +22,16 @@ def test_session_intent_written_with_the_shell(mirror: mountutil.Mount) -> None:
     assert sh(["cat", ".sparsefs/session"], cwd=mnt) == "R&D expenses\n"
     pack = json.loads(sh(["cat", f"{REPORT}@intent&format=json"], cwd=mnt))
     assert "session-intent-used" in pack["flags"] and "48.2 million" in json.dumps(pack["evidence"])
-    sh("printf 'headcount at year end' > .sparsefs/session", cwd=mnt)  # no newline, shorter than before
+    sh("printf 'headcount at year end' > .sparsefs/session", cwd=mnt)  # no newline, longer than before
     assert sh(["cat", ".sparsefs/session"], cwd=mnt) == "headcount at year end\n"
+    sh("echo 'staff' > .sparsefs/session", cwd=mnt)  # shorter: nothing of the old text may survive
+    assert sh(["cat", ".sparsefs/session"], cwd=mnt) == "staff\n"
+    sh("echo ' turnover' >> .sparsefs/session && echo 'hires' | tee -a .sparsefs/session >/dev/null", cwd=mnt)
+    assert sh(["cat", ".sparsefs/session"], cwd=mnt) == "staff turnover hires\n"
+    before = (mnt / f"{REPORT}@intent&k=2").read_bytes()
+    sh("echo 'R&D expenses' > .sparsefs/session", cwd=mnt)
+    after = mnt / f"{REPORT}@intent&k=2"
+    assert after.stat().st_size == len(after.read_bytes()) and after.read_bytes() != before  # no stale size
     sh(": > .sparsefs/session", cwd=mnt)
     assert sh(["cat", ".sparsefs/session"], cwd=mnt) == ""
     assert json.loads(sh(["cat", f"{REPORT}@intent&format=json"], cwd=mnt))["decision"] == "preview"

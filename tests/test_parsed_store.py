@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -204,7 +205,7 @@ def _stored(tmp: Path) -> tuple[Path, Reader, Parsed]:
     store = open_store(tmp / "state")
     store.save("ab" * 16, reader.name, parsed, parse_seconds=1.0)
     store.close()
-    entry = tmp / "state" / "index" / "parsed" / "ab" / f"{'ab' * 16}.{reader.name}"
+    entry = store.entries / "ab" / f"{'ab' * 16}.{reader.name}"
     assert entry.is_dir()
     return entry, reader, parsed
 
@@ -258,7 +259,15 @@ DAMAGE: dict[str, Callable[[Path], object]] = {
     "truncated view": _truncate_view,
     "flipped byte in view": _flip_view,
     "missing blob": lambda e: next(e.glob("b*.bin")).unlink(),
+    "same-size blob swap": lambda e: _flip_bytes(next(e.glob("b*.bin")), 64),
+    "same-size array edit": lambda e: _flip_bytes(max(e.glob("a*.npy"), key=lambda p: p.stat().st_size), -80),
 }
+
+
+def _flip_bytes(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
@@ -362,3 +371,44 @@ def test_pack_after_remount_is_byte_identical(tmp_path: Path) -> None:
     second.close()
     assert (cache.parses, cache.disk_loads) == (0, 1)
     assert again == fresh and b"evidence" in fresh.lower()
+
+
+def test_a_forged_ledger_row_never_deletes_outside_the_store(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.x"
+    victim.mkdir()
+    store = open_store(tmp_path / "state", StoreConfig(max_bytes=1))
+    with store._db_lock, store._db:
+        store._db.execute("INSERT INTO parsed VALUES (?, ?, ?, ?)", ("../../../victim", "x", 10**13, 0))
+    store.save("ab" * 16, "text", Parsed("v" * 1000, "text", {}), parse_seconds=1.0)  # triggers eviction
+    store.close()
+    assert victim.is_dir()
+
+
+def test_the_writer_survives_a_database_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(tmp_path / "state")
+    real_flush, failures = store._flush, []
+
+    def flaky_flush() -> None:
+        if not failures:
+            failures.append(1)
+            raise sqlite3.OperationalError("database or disk is full")
+        real_flush()
+
+    monkeypatch.setattr(store, "_flush", flaky_flush)
+    store.save("ab" * 16, "text", Parsed("v" * 1000, "text", {}), parse_seconds=1.0)
+    store.close()
+    assert failures and store.failures == 1 and store.saves == 1
+    again = open_store(tmp_path / "state")
+    assert again.load("ab" * 16, "text") is not None
+    again.close()
+
+
+def test_entries_of_other_reader_code_are_dropped_at_open(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "state")
+    store.save("ab" * 16, "text", Parsed("v" * 1000, "text", {}), parse_seconds=1.0)
+    store.close()
+    stale = store.parsed_dir / "0123456789abcdef"
+    store.entries.rename(stale)  # what a Reader code change leaves behind
+    again = open_store(tmp_path / "state")
+    again.close()
+    assert not stale.exists() and again.load("ab" * 16, "text") is None
