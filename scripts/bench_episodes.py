@@ -15,6 +15,7 @@ covered by what the task has exposed so far).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -24,11 +25,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sparsefs.artifacts import ArtifactCache
+from sparsefs.core import Core
 from sparsefs.protocol import Protocol
 from sparsefs.rootfs import SourceRoot
+from sparsefs.state import StateDB
+from sparsefs.stats import Stats
 from tests.replay import TaskResult, load_tasks, replay, write_workspace
 
 MODES = ("no-record", "record")
+DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
 
 
 def run_set(name: str, limit: int | None) -> dict[str, list[TaskResult]]:
@@ -71,9 +76,35 @@ def _sparse_repeats(results: list[TaskResult]) -> tuple[int, int]:
     return before, after
 
 
+def state_cost(runs: int = 3, reads: int = 60) -> None:
+    """Median time of a new intent read through the core, without and with the state database."""
+    for _ in range(runs):
+        without, with_state = (_median_read_ms(False, reads), _median_read_ms(True, reads))
+        print(f"new intent read of the demo report: {without:.2f} ms without state, {with_state:.2f} ms with")
+
+
+def _median_read_ms(with_state: bool, reads: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(DEMO, Path(tmp) / "src")
+        root, stats = SourceRoot.open(str(Path(tmp) / "src")), Stats(Path(tmp) / "state" / "log.jsonl")
+        state = StateDB.in_dir(Path(tmp) / "state") if with_state else None
+        core = Core(root, stats, state=state)
+        times: list[float] = []
+        for n in range(reads + 1):
+            started = time.perf_counter()
+            core.evidence.lookup(f"annual-report.md@intent=revenue growth {n}")
+            times.append(time.perf_counter() - started)
+        stats.close()
+        root.close()
+        if state is not None:
+            state.close()
+    return statistics.median(times[1:]) * 1000
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="documents per QA set")
+    parser.add_argument("--state-cost", action="store_true", help="also time new intent reads with/without state")
     args = parser.parse_args()
     print("| QA set | agent | tasks | reads | median exposed / task | median repeated / task | "
           "repeated of exposed (all tasks) | repeated in sparse packs (before / after a fallback) | fallbacks | "
@@ -85,6 +116,8 @@ def main() -> int:
         for mode in MODES:
             print(row(name, mode, results[mode]))
         print(f"<!-- {name}: {time.perf_counter() - started:.1f} s -->")
+    if args.state_cost:
+        state_cost()
     return 0
 
 

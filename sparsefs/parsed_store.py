@@ -70,6 +70,7 @@ TRANSIENT_KEYS = frozenset({"columns", "floats"})  # table_ops caches, cheap to 
 _MMAP_BYTES = 8 << 20  # each mmap holds a file descriptor: only for big arrays
 _PARSING_DISTS = ("pymupdf", "bm25s", "numpy", "openpyxl", "python-calamine", "orjson", "PyStemmer")
 _DAY_NS = 86_400 * 1_000_000_000
+CLOSE_TIMEOUT_S = 10.0  # an unmount must finish well inside a service's stop timeout
 _FINGERPRINT = re.compile(r"[0-9a-f]{32}")
 _READER_KEY = re.compile(r"[a-z0-9_]{1,32}(?:-[a-z0-9-]{1,12})?")
 _FILE_NAME = re.compile(r"full_view\.txt|data\.json|a[0-9]{1,6}\.npy|b[0-9]{1,6}\.bin")
@@ -228,15 +229,19 @@ class ParsedStore:
         """Save what grew since, flush pending writes, stop the writer, close the database."""
         if not self._writer.is_alive():
             return
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S  # all of close stays within this
         for key, (ref, signature) in list(self._saved.items()):
             parsed = ref()
             if parsed is not None and signature != _signature(parsed):
-                self._enqueue(key, parsed, block=True)
+                self._enqueue(key, parsed, wait=max(0.0, deadline - time.monotonic()))
         try:
-            self._queue.put(None, timeout=60)
+            self._queue.put(None, timeout=max(0.01, deadline - time.monotonic()))
         except queue.Full:
             log.warning("store: writer did not drain its queue; pending writes are lost")
-        self._writer.join(timeout=60)
+        self._writer.join(timeout=max(0.01, deadline - time.monotonic()))
+        if self._writer.is_alive():
+            log.warning("store: writer still busy at unmount; its last entries are lost (a cache only)")
+            return
         with self._db_lock:
             self._db.close()
 
@@ -255,11 +260,11 @@ class ParsedStore:
             while len(self._saved) > 4096:
                 self._saved.pop(next(iter(self._saved)))
 
-    def _enqueue(self, key: Key, parsed: Parsed, block: bool = False) -> None:
+    def _enqueue(self, key: Key, parsed: Parsed, wait: float | None = None) -> None:
         self._track(key, parsed)
         snapshot = Parsed(parsed.full_view, parsed.kind, _snapshot(parsed.data))
         try:
-            self._queue.put((key, snapshot), block=block, timeout=10 if block else None)
+            self._queue.put((key, snapshot), block=wait is not None, timeout=wait)
         except queue.Full:
             self.dropped += 1
 
@@ -348,9 +353,10 @@ class ParsedStore:
                 shutil.rmtree(leftover, ignore_errors=True)
         cutoff = time.time_ns() - self.config.fingerprint_days * _DAY_NS
         self._drop_other_code_versions()
-        with self._db_lock, self._db:
+        with self._db_lock:
             rows = self._db.execute("SELECT fingerprint, reader FROM parsed").fetchall()
-            gone = [row for row in rows if not _is_entry(self, *row)]
+        gone = [row for row in rows if not _is_entry(self, *row)]  # outside the lock: lookups go on meanwhile
+        with self._db_lock, self._db:
             self._db.executemany("DELETE FROM parsed WHERE fingerprint=? AND reader=?", gone)
             self._db.execute("DELETE FROM fingerprints WHERE seen < ?", (cutoff,))
             self._db.execute(  # cap: keep the most recently seen rows
