@@ -87,12 +87,15 @@ class ReadIntent:
     ``context`` holds words of the session intent the access did not say: a
     ranking Reader may use them to re-rank passages that already match a slot
     (``bm25index.contextual_scores``), never to select a passage on their own.
+    ``method`` names the location method a selector chose (issue 6); a Reader
+    that does not offer it uses its default.
     """
 
     text: str
     slots: tuple[str, ...]
     scope: str | None = None
     context: str | None = None
+    method: str | None = None  # location method: "lexical" | "bm25" | "hybrid" | "region"; None: the Reader's default
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,8 @@ class Reader(ABC):
 
     ``actions`` are the protocol actions it serves (intent, scout, focus, ...);
     ``operations`` are the exact operations of :mod:`readers.ops` it answers in
-    :meth:`operate`; ``magic`` are byte prefixes that identify the family
+    :meth:`operate`; ``methods`` the location methods its ``locate`` honours
+    (the selector of issue 6 only picks among these); ``magic`` are byte prefixes that identify the family
     whatever the file is called.
     """
 
@@ -197,6 +201,7 @@ class Reader(ABC):
     magic: tuple[bytes, ...] = ()
     actions: frozenset[str] = frozenset()
     operations: frozenset[str] = frozenset()
+    methods: frozenset[str] = frozenset({"bm25"})  # location methods ``locate`` honours (ReadIntent.method)
     max_bytes: int = 64 * 1024 * 1024
     cost_per_call_chars: int = 0
     cost: CostProfile = CostProfile()

@@ -67,6 +67,7 @@ class CodeReader(textreader.TextReader):
 
     name = "code"
     extensions = frozenset(LANGUAGES)
+    methods = frozenset({"bm25"})  # its own locate (symbol boosts) has no other method
     magic = (b"#!",)
     cost = CostProfile(parse_ms_per_mb=900.0, per_call_chars=140, full_view_ratio=1.0)
 

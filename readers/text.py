@@ -1,9 +1,10 @@
 """The Text Reader: plain text, markdown, source code, configs and logs.
 
 Full view: the decoded UTF-8 text, exactly (newlines untouched). Evidence is
-located with BM25 over sentence units (line groups for code and data), each
-unit's score smoothed with its neighbours', the next unit taken along, and
-adjacent picks merged into passages that are exact slices of the full view.
+located over sentence units (line groups for code and data) by the intent's
+location method (``readers.locate_methods``: lexical, BM25 smoothed with the
+neighbours' scores, the default, hybrid, region), the next unit taken along,
+and adjacent picks merged into passages that are exact slices of the full view.
 ``&scope=`` (``L10-400`` or ``#Heading``) restricts the units searched.
 
 Bounded work: files over :attr:`TextReader.max_bytes` (32 MiB) are refused with
@@ -17,7 +18,7 @@ import difflib
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,10 +44,8 @@ from readers.bm25index import (
     UnitIndex,
     blocked_mask,
     content_tokens,
-    contextual_scores,
-    select,
-    smoothed,
 )
+from readers.locate_methods import METHODS, choose_units, rank_units
 from readers.segment import MAX_HEADINGS, Heading, Positions, Segmentation, bisect, segment, strip_span
 
 _MARKDOWN = frozenset({".md", ".markdown"})
@@ -86,6 +85,7 @@ class TextReader(Reader):
     name = "text"
     extensions = frozenset({".txt", ".md", ".markdown", ".rst", ".log", ""} | _CODE | _CONFIG | _DATA)
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
+    methods = frozenset(METHODS)
     max_bytes = 32 * 1024 * 1024
     cost = CostProfile(parse_ms_per_mb=120.0, per_call_chars=160, full_view_ratio=1.0)  # 3.7 MiB of qmsum: 0.45 s
 
@@ -136,19 +136,17 @@ class TextReader(Reader):
         if not any(contents):
             coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
             return Batch((), view.scope, coverage, flags=("no-content-words",))
-        index = unit_index_of(parsed)
-        raw = {
-            j: view.part(contextual_scores(index, slot, intent.context))
-            for j, slot in enumerate(slots)
-            if contents[j]
-        }
-        ranked = {j: smoothed(scores) for j, scores in raw.items()}
         blocked = blocked_mask(view.starts, view.ends, exclude)
-        items = passage_items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))
+        searched = {j: slot for j, slot in enumerate(slots) if contents[j]}
+        units = (view.starts, view.ends, view.first)
+        index = unit_index_of(parsed)
+        scores = rank_units(parsed, index, units, intent, searched, blocked)
+        items = passage_items(parsed, choose_units(scores, index, units, blocked, max_chars, k))
         coverage = tuple(
-            slot_coverage(parsed, view, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots)
+            slot_coverage(parsed, view, slot, j, contents[j], scores.raw.get(j), items, scores.verbatim)
+            for j, slot in enumerate(slots)
         )
-        return Batch(tuple(items), view.scope, coverage)
+        return Batch(tuple(items), replace(view.scope, method=scores.method), coverage, scores.flags)
 
     # -- focus -----------------------------------------------------------------
 
@@ -335,10 +333,12 @@ def slot_coverage(
     content: frozenset[str],
     scores: Scores | None,
     items: Sequence[EvidenceItem],
+    verbatim: bool = False,
 ) -> SlotCoverage:
-    """matched when the slot's best passage scores > 0 and shares a content word."""
+    """matched when the slot's best passage scores > 0 and shares a content word (``verbatim``:
+    the score already says it holds one of the slot's words or numbers as written)."""
     mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
+    if mine and mine[0].score > 0 and (verbatim or content & content_tokens(mine[0].text)):
         return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
     return SlotCoverage(slot, "unresolved", candidates=_closest(parsed, view, scores))
 

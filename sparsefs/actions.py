@@ -52,7 +52,7 @@ def prepare(
         return Prepared(reader.operate(parsed, operation, max_chars), {})
     if action == "verify":
         return verified(reader, parsed, argument, max_chars, episode, request)
-    intent = ReadIntent(resolved.text or argument, resolved.slots, request.scope, resolved.context)
+    intent = ReadIntent(resolved.text or argument, resolved.slots, request.scope, resolved.context, resolved.method)
     if action == "collect":
         return Prepared(collect(reader, parsed, intent, max_chars, (), request.k), {})
     if action == "refine":
@@ -75,7 +75,8 @@ def collect(
     scope: Scope | None = None
     flags: list[str] = []
     for j, slot in enumerate(slots):
-        batch = reader.locate(parsed, ReadIntent(slot, (slot,), intent.scope, intent.context), share, exclude, k)
+        one = ReadIntent(slot, (slot,), intent.scope, intent.context, intent.method)
+        batch = reader.locate(parsed, one, share, exclude, k)
         scope = scope or batch.scope
         flags += [f for f in batch.flags if f not in flags]
         labels = [_merge(merged, replace(item, slots=(j,))) for item in batch.items]

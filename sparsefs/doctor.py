@@ -201,8 +201,19 @@ def _fix_for(reason: str, watcher: dict[str, Any]) -> str:
             "until then every open stats the source file once")
 
 
+def check_dense() -> Check:
+    """The optional dense-retrieval extra: without it, hybrid is not an eligible configuration."""
+    from readers import dense
+
+    if dense.available():
+        return Check("dense retrieval", True, "all-MiniLM-L6-v2 int8 (onnxruntime): hybrid location available",
+                     required=False)
+    return Check("dense retrieval", False, "not available: " + dense.missing_reason(), "pip install 'sparsefs[dense]'",
+                 required=False)
+
+
 CHECKS = (check_dev_fuse, check_libfuse, check_fusermount, check_permissions, check_allow_other,
-          check_binding, check_backend, check_inotify)
+          check_binding, check_backend, check_inotify, check_dense)
 
 
 def run_checks(out: TextIO) -> int:

@@ -139,6 +139,10 @@ class EpisodeStore:
                 return current
             return None
 
+    def current_id(self, artifact: str) -> str | None:
+        with self.lock:
+            return self._open.get(artifact)
+
     def previous_fingerprint(self, artifact: str) -> str | None:
         with self.lock:
             current = self._current(artifact)

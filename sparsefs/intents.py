@@ -41,6 +41,7 @@ class ResolvedIntent:
     context: str | None = None
     flags: tuple[str, ...] = ()
     session: str = ""  # the session intent this was resolved against
+    method: str | None = None  # the location method the selector chose (None: the Reader's default)
 
     @property
     def underspecified(self) -> bool:

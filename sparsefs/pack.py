@@ -69,6 +69,7 @@ class EvidencePack(BaseModel):
     intent: str | None = None
     slots: list[str] = Field(default_factory=list)
     session_intent: str | None = None  # when the session intent filled in or re-ranked this read
+    configuration: str | None = None  # the selector's choice: method/exposure, request group, reliability, why
     scope: ScopeOut = Field(default_factory=ScopeOut)
     exposure: ExposureOut
     evidence: list[EvidenceOut] = Field(default_factory=list)
@@ -135,6 +136,8 @@ def _header(pack: EvidencePack) -> str:
         lines.append(f"session intent: {pack.session_intent}")
     if len(pack.slots) > 1:
         lines.append("slots: " + "  ".join(f"[{i}] {s}" for i, s in enumerate(pack.slots, 1)))
+    if pack.configuration:
+        lines.append(f"configuration: {pack.configuration}")
     lines.append("scope: " + _scope(pack.scope))
     lines.append(
         f"exposure: {exp.pack_chars:,} chars of the artifact in this pack · episode E {exp.episode_exposed:,}"

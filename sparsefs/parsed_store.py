@@ -3,12 +3,10 @@
 Layout under ``state_dir/index/``::
 
     index.sqlite                  fingerprints + the parsed-store ledger (WAL)
-    parsed/<fp[:2]>/<fp>.<reader>/  one parsed artifact, named files, no pickle:
-        meta.json                 format + code version, reader, kind, file sizes and hashes
-        data.json                 the encoded ``Parsed.data`` tree (sparsefs.serial)
-        full_view.txt             the full view (UTF-8, surrogatepass)
-        a<i>.npy / b<i>.bin       numpy arrays / byte blobs referenced by the tree
-    parsed/tmp/                   directories being written (removed at open after an hour)
+    parsed/<code>/<fp[:2]>/<fp>.<reader>-<ext>/  one parse (other code versions are removed at open):
+        meta.json, data.json      format + code version, sizes and xxh3 of every file; the encoded data tree
+        full_view.txt, a<i>.npy, b<i>.bin   the full view, numpy arrays, byte blobs (no pickle)
+    parsed/tmp/                   entries being written (removed at open after an hour)
 
 Fingerprints are keyed by (dev, ino, size, mtime_ns, ctime_ns): ctime cannot be
 set by a user, so a file rewritten while unmounted and given its old mtime
@@ -21,12 +19,10 @@ memory only, where writes through the mount and watcher events mark it dirty.
 Parsed artifacts are written by one background thread from a bounded queue
 (a full queue drops the write; so does a lost race), atomically: into a temp
 dir, then renamed (no fsync: a torn entry after a crash fails the checks
-below and is a miss). On load every file's size is checked, and the xxh3 of
-the full view and of the data tree (arrays are not hashed, that would defeat
-mmap; numpy validates their headers); anything off (a missing file, garbled
-JSON, another format or code version, any error while decoding) reads as a
-miss and the entry is removed. The code version hashes the sources of
-``readers/``, the codec and the parsing libraries' versions, so a Reader
+below and is a miss). On load every file is checked by size and xxh3; anything
+off (a missing file, garbled JSON, another format, any error while decoding)
+reads as a miss and the entry is removed. The code version hashes the sources
+of ``readers/``, the codec and the parsing libraries' versions, so a Reader
 change or an upgrade starts cold instead of trusting an old layout.
 
 The store is bounded (bytes, LRU by last use). It keeps an artifact whose
@@ -405,8 +401,14 @@ def _open_db(path: Path) -> sqlite3.Connection:
 
 def _signature(parsed: Parsed) -> tuple[Any, ...]:
     """Cheap change detector for lazily added indexes: keys and the sizes of dict values."""
-    return tuple(sorted((k, len(v) if isinstance(v, dict) else -1)
-                        for k, v in parsed.data.items() if k not in TRANSIENT_KEYS))
+    return tuple(sorted((k, _size(v)) for k, v in parsed.data.items() if k not in TRANSIENT_KEYS))
+
+
+def _size(value: Any) -> int:
+    """How big a cache dict has grown: its keys, and the rows of the arrays it holds (dense vectors)."""
+    if not isinstance(value, dict):
+        return -1
+    return len(value) + sum(int(x.shape[0]) for x in value.values() if isinstance(x, np.ndarray) and x.ndim)
 
 
 def _snapshot(data: dict[str, Any]) -> dict[str, Any]:

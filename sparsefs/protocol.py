@@ -31,6 +31,7 @@ from sparsefs.pack import (
     display_name,
     render_evidence,
 )
+from sparsefs.selecting import SELECTED_ACTIONS, ConfigurationChooser, Selection
 from sparsefs.state import StateDB
 from sparsefs.steps import next_steps
 
@@ -58,12 +59,13 @@ class Protocol:
 
     def __init__(
         self, artifacts: ArtifactCache, gate: GateConfig | None = None, state: StateDB | None = None,
-        session: SessionIntent | None = None,
+        session: SessionIntent | None = None, chooser: ConfigurationChooser | None = None,
     ) -> None:
         self.artifacts = artifacts
         self.gate = gate or GateConfig()
         self.episodes = EpisodeStore(state)
         self.session = session or SessionIntent()
+        self.chooser = chooser or ConfigurationChooser()
         self._locks = [threading.Lock() for _ in range(_ARTIFACT_STRIPES)]
 
     def serve(self, rel: str, request: VirtualRequest, session: str | None = None) -> Served:
@@ -112,13 +114,33 @@ class Protocol:
         if held is not None:
             return self._within_full_view(artifact, request, held, flags, resolved)
         objective = resolved.text or request.argument or ""
+        before = self.episodes.current_id(artifact.rel)
         episode = self.episodes.ensure(
             artifact.rel, artifact.fingerprint, request.action, objective, len(artifact.parsed.full_view)
         )
+        if before is not None and before != episode.id:
+            self.chooser.settle(before)
         episode.reads += 1
         if request.action in ("full", "scout") or self._fits_natively(artifact):
             return self._full_view(artifact, request, episode, flags)
-        return self._sparse(artifact, request, episode, flags, resolved)
+        selection = self._selection(artifact, request, resolved)
+        if selection is not None and selection.full_view:
+            served = self._deliver_full(artifact, request, episode, deliver_full_view(episode.budget), flags,
+                                        "selected: " + selection.describe())
+        else:
+            method = selection.method if selection is not None else self.chooser.method_of(episode.id)
+            served = self._sparse(artifact, request, episode, flags, replace(resolved, method=method))
+        self.chooser.record(episode.id, selection, served.exposed_chars)
+        if selection is not None:
+            served.pack.configuration = selection.describe()
+        return served
+
+    def _selection(self, artifact: Artifact, request: VirtualRequest, resolved: ResolvedIntent) -> Selection | None:
+        """SelectReader for a read that opens an objective (intent, collect); refine keeps the episode's."""
+        if request.action not in SELECTED_ACTIONS or resolved.text is None:
+            return None
+        parsed = artifact.parsed
+        return self.chooser.choose(artifact.reader, parsed.kind, len(parsed.full_view), request.action, resolved.text)
 
     def _fits_natively(self, artifact: Artifact) -> bool:
         length = len(artifact.parsed.full_view)
@@ -220,6 +242,7 @@ class Protocol:
         retiring = episode.budget.sparse_exposed > 0 and not episode.retired
         episode.retired = True
         decision = {"native-fit": "native-fit", "full view requested": "full"}.get(reason, "fallback")
+        decision = "full" if reason.startswith("selected: ") else decision
         if admission.decision is Decision.REUSE_FULL_VIEW:
             decision = "reuse-full-view"
         closing = [*flags, "episode-closed"] + (["earlier-evidence-retired"] if retiring else [])

@@ -267,7 +267,7 @@ def test_operation_options_outside_an_operation_are_an_error_pack(tmp_path: Path
 
 
 def test_a_reader_bug_is_an_error_pack_not_an_exception(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "a.txt").write_text("some words here\n" * 500)
+    (tmp_path / "a.txt").write_text("some words here\n" * 1500)  # 8K-32K: a group the selector reads sparsely
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("boom")

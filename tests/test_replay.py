@@ -56,9 +56,13 @@ def test_coverage_lines_match_the_evidence_anchors(replayed: list[tuple[Task, Pr
             assert episode is not None
             for cov in pack.coverage:
                 assert len(pack.coverage) == len(pack.slots) or len(pack.coverage) == 1
+                assert set(cov.anchors) <= here, (cov, here)
                 if cov.status == "matched":
-                    assert cov.anchors and set(cov.anchors) <= here, (cov, here)
-                assert set(cov.earlier) <= set(episode.anchors)
+                    assert cov.anchors or cov.earlier, cov
+                if pack.decision == "reuse-full-view":  # anchors into the full view this episode delivered
+                    assert episode.budget.full_view_delivered and not cov.anchors
+                else:
+                    assert set(cov.earlier) <= set(episode.anchors)
 
 
 def test_one_episode_per_task_and_its_budget_holds(replayed: list[tuple[Task, Protocol, TaskResult]]) -> None:
