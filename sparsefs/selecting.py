@@ -12,6 +12,7 @@ when the artifact's next episode starts or the tally table fills.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,12 +22,13 @@ from readers.base import Reader
 from readers.selection import (
     FULL_VIEW,
     SNIPPETS,
+    CalibrationTable,
     Choice,
     Configuration,
     RequestGroup,
     Selector,
-    default_selector,
     group_of,
+    load_table,
 )
 
 SELECTED_ACTIONS = frozenset({"intent", "collect"})  # a new objective: refine/verify keep the episode's choice
@@ -65,7 +67,7 @@ class ConfigurationChooser:
     """Chooses per read, remembers per episode, and teaches the cost book what reads cost."""
 
     def __init__(self, selector: Selector | None = None) -> None:
-        self.selector = selector or default_selector()
+        self.selector = selector or Selector(_shipped_table())  # one cost book per mount
         self._by_episode: OrderedDict[str, _Tally] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -101,6 +103,12 @@ class ConfigurationChooser:
     def _observe(self, tallies: list[_Tally]) -> None:
         for t in tallies:
             self.selector.costs.observe(t.group, t.config, t.exposed, t.follow_up)
+
+
+@functools.cache
+def _shipped_table() -> CalibrationTable:
+    """The calibration table in the package, read once per process (reliability never changes online)."""
+    return load_table()
 
 
 def available(reader: Reader) -> list[Configuration]:
