@@ -41,6 +41,7 @@ class Episode:
     close_reason: str = ""
     retired: bool = False
     detached: bool = False  # an exact operation's own episode: never the artifact's current one
+    method: str | None = None  # the location method its first read was given; refine keeps it
 
     @property
     def closed(self) -> bool:
@@ -74,7 +75,7 @@ class Episode:
     def to_record(self) -> dict[str, Any]:
         """Everything needed to restore the episode (JSON-safe; the path stays as the core sees it)."""
         return self.to_json() | {"artifact_rel": self.artifact, "spans": self.spans, "passages": self.passages,
-                                 "detached": self.detached}
+                                 "detached": self.detached, "method": self.method}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Episode:
@@ -87,6 +88,7 @@ class Episode:
             passages=[(str(a), int(s), int(e)) for a, s, e in record.get("passages", ())],
             reads=int(record["reads"]), close_reason=str(record["close_reason"]),
             retired=bool(record.get("observations_retired", False)), detached=bool(record.get("detached", False)),
+            method=str(record["method"]) if record.get("method") else None,
         )
 
 

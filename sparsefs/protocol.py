@@ -42,6 +42,8 @@ DEFAULT_PACK_CHARS = 1_500
 MAX_PACK_CHARS = 6_000
 SPARSE_ACTIONS = frozenset({"intent", "collect", "refine", "verify", "focus"})
 _WITHIN = frozenset({"refine", "verify"})  # after the full view went out: anchors into it, nothing re-sent
+SELECTED_FULL_VIEW_MAX_CHARS = 65_536
+"""The most a selected full view sends unasked; beyond it the agent gets the preview and how to narrow."""
 
 
 @dataclass(frozen=True)
@@ -125,19 +127,31 @@ class Protocol:
             return self._full_view(artifact, request, episode, flags)
         selection = self._selection(artifact, request, resolved)
         if selection is not None and selection.full_view:
-            served = self._deliver_full(artifact, request, episode, deliver_full_view(episode.budget), flags,
-                                        "selected: " + selection.describe())
+            if len(artifact.parsed.full_view) > SELECTED_FULL_VIEW_MAX_CHARS:
+                return self._too_large_to_select(artifact, request, flags, selection)
+            served = self._deliver_full(artifact, request, episode, deliver_full_view(episode.budget),
+                                        [*flags, "selected-full-view"], "selected: " + selection.describe())
         else:
-            method = selection.method if selection is not None else self.chooser.method_of(episode.id)
-            served = self._sparse(artifact, request, episode, flags, replace(resolved, method=method))
+            if selection is not None:
+                episode.method = selection.method
+            served = self._sparse(artifact, request, episode, flags, replace(resolved, method=episode.method))
         self.chooser.record(episode.id, selection, served.exposed_chars)
         if selection is not None:
             served.pack.configuration = selection.describe()
         return served
 
+    def _too_large_to_select(
+        self, artifact: Artifact, request: VirtualRequest, flags: list[str], selection: Selection
+    ) -> Served:
+        """No sparse configuration is reliable, and the full view is too big to send unasked."""
+        why = (f"no sparse configuration is reliable here ({selection.describe()}); the full view has "
+               f"{len(artifact.parsed.full_view):,} chars: narrow it with &scope= or @focus=, or ask @full")
+        return self._preview(artifact, request, [*flags, "needs-scope"], why)
+
     def _selection(self, artifact: Artifact, request: VirtualRequest, resolved: ResolvedIntent) -> Selection | None:
-        """SelectReader for a read that opens an objective (intent, collect); refine keeps the episode's."""
-        if request.action not in SELECTED_ACTIONS or resolved.text is None:
+        """SelectReader for a read that opens an objective (intent, collect); refine keeps the episode's.
+        A read narrowed with &scope= uses the Reader's default: the table's groups are whole artifacts."""
+        if request.action not in SELECTED_ACTIONS or resolved.text is None or request.scope is not None:
             return None
         parsed = artifact.parsed
         return self.chooser.choose(artifact.reader, parsed.kind, len(parsed.full_view), request.action, resolved.text)

@@ -75,12 +75,6 @@ class ConfigurationChooser:
         group = group_of(kind, full_view_chars, action, text)
         return Selection(group, self.selector.choose(group, available(reader)))
 
-    def method_of(self, episode_id: str) -> str | None:
-        """The location method the episode's first read used (refine keeps it)."""
-        with self._lock:
-            tally = self._by_episode.get(episode_id)
-        return tally.config.method if tally is not None and tally.config != FULL_VIEW else None
-
     def record(self, episode_id: str, selection: Selection | None, exposed: int) -> None:
         """A pack of ``exposed`` characters went out in the episode."""
         settled: list[_Tally] = []

@@ -83,3 +83,61 @@ def test_an_episode_teaches_the_cost_book_what_its_reads_cost(root: SourceRoot) 
     exposed, follow_up = first.exposure.pack_chars, follow.exposure.pack_chars
     n = 20  # the calibration prior counts for 20 observations
     assert after == pytest.approx((900.0 * n + exposed) / (n + 1) + 160 + follow_up / (n + 1))
+
+
+def test_a_huge_full_view_is_never_sent_unasked(tmp_path: Path) -> None:
+    (tmp_path / "big.md").write_text("Revenue grew in the north region this year.\n" * 2_000)  # ~90K chars
+    root = SourceRoot.open(str(tmp_path))
+    group = RequestGroup("text", ">32K", "selective-fact")
+    cells = {(group.key, SNIPPETS["bm25"].key): Cell(40, 5, 900.0, 0.0)}
+    chooser = ConfigurationChooser(Selector(CalibrationTable(requests={group.key: 40}, cells=cells)))
+    protocol = Protocol(ArtifactCache(root), chooser=chooser)
+    pack = protocol.serve("big.md", parse_suffix("intent=revenue north")).pack
+    assert pack.decision == "preview" and "needs-scope" in pack.flags and pack.full_view is None
+    assert "&scope=" in pack.scope.note and pack.exposure.pack_chars <= 2_000
+    scoped = protocol.serve("big.md", parse_suffix("intent=revenue north&scope=L1-400")).pack
+    assert scoped.decision == "sparse"  # a scoped read is not judged by whole-artifact groups
+    root.close()
+
+
+def test_refine_after_a_remount_keeps_the_episode_method(tmp_path: Path) -> None:
+    from sparsefs.state import StateDB
+
+    shutil.copytree(DEMO, tmp_path / "src")
+
+    def mount(reliable: str) -> tuple[Protocol, StateDB, SourceRoot]:
+        root, state = SourceRoot.open(str(tmp_path / "src")), StateDB.in_dir(tmp_path / "state")
+        chooser = ConfigurationChooser(Selector(_table(reliable, 38)))
+        return Protocol(ArtifactCache(root), state=state, chooser=chooser), state, root
+
+    protocol, state, root = mount("lexical")
+    first = serve(protocol, "intent=R%26D expenses in 2023")
+    state.close()
+    root.close()
+    protocol, state, root = mount("bm25")  # the next mount's table would pick another method for a new objective
+    more = serve(protocol, "refine=headcount at year end")
+    state.close()
+    root.close()
+    assert more.episode == first.episode and more.scope.method.startswith("lexical")
+
+
+def test_a_dense_model_failing_at_run_time_leaves_bm25_answering(monkeypatch: pytest.MonkeyPatch) -> None:
+    from readers import dense
+    from readers.base import ReadIntent
+    from readers.text import TextReader
+    from sparsefs.artifacts import BytesSource
+
+    if not dense.available():
+        pytest.skip(dense.missing_reason())
+
+    class Fail(Exception):  # what onnxruntime raises: an Exception, not a RuntimeError
+        pass
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise Fail("[ONNXRuntimeError] : 1 : FAIL")
+
+    monkeypatch.setattr(dense, "unit_similarities", broken)
+    reader = TextReader()
+    parsed = reader.parse(BytesSource("r.md", (DEMO / REPORT).read_bytes()))
+    batch = reader.locate(parsed, ReadIntent("R&D expenses", ("R&D expenses",), method="hybrid"), 1500)
+    assert "hybrid-unavailable" in batch.flags and batch.items and batch.scope.method.startswith("bm25")
