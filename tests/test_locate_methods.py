@@ -19,6 +19,7 @@ import pytest
 import readers.locate_methods as lm
 import tests.test_reader_conformance_text as text_conformance
 from readers.base import Batch, Parsed, ReadIntent
+from readers.bm25index import tokenize
 from readers.text import TextReader
 from tests.reader_conformance import MemorySource, Sample
 
@@ -128,6 +129,41 @@ def test_region_is_one_contiguous_run_grown_to_the_budget(parsed: Parsed) -> Non
     assert "Tide gauge reading" in item.text
     assert 500 <= len(item.text) <= 700  # grown until one more sentence would not fit
     assert batch.scope.method.startswith("region")
+
+
+def test_region_terms_leave_out_question_phrasing() -> None:
+    assert lm.region_terms("Summarize the discussion about the tide gauges") == tokenize("tide gauges")
+    assert lm.region_terms("What did the group think of the ferry when discussing weather?") == tokenize(
+        "ferry weather"
+    )
+    assert lm.region_terms("What was discussed?") == tokenize("What was discussed?")  # nothing else: all of it
+
+
+def test_region_grows_to_the_run_that_uses_the_most_of_the_budget() -> None:
+    bounds = [0, 200, 350, 450, 650, 750]
+    starts, ends = np.array(bounds[:-1]), np.array(bounds[1:])
+    free = np.zeros(5, dtype=np.bool_)
+    # a unit a side in turn would stop at units 1-2 (250 chars): unit 3 no longer fits after unit 1
+    assert lm._grow(starts, ends, free, 400, 2, 2) == (2, 4)
+    blocked = free.copy()
+    blocked[4] = True
+    assert lm._grow(starts, ends, blocked, 400, 2, 2) == (2, 3)
+    assert lm._grow(starts, ends, free, 100, 2, 2) == (2, 2)  # the core alone already fills it
+
+
+def test_region_stays_inside_the_discussion_rather_than_a_stray_mention(monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 60
+    starts = np.arange(n) * 100
+    ends = starts + 100
+    presence = np.zeros((3, n))
+    presence[:, 5] = 1.0  # one unit naming all three terms, far from where they are discussed
+    for term, units in enumerate(([30, 32, 34, 36], [31, 35], [33])):
+        presence[term, units] = 1.0
+    free = np.zeros(n, dtype=np.bool_)
+    lo, hi = lm._best_window(starts, ends, free, presence, 300)
+    assert 30 <= lo <= hi <= 36
+    monkeypatch.setattr(lm, "REGION_CONTEXT", 1.0)  # no wider window: the budget-sized peak wins
+    assert lm._best_window(starts, ends, free, presence, 300) == (5, 5)
 
 
 def test_hybrid_without_the_dense_extra_is_bm25_with_a_flag(parsed: Parsed, no_dense: None) -> None:
