@@ -25,10 +25,9 @@ reads as a miss and the entry is removed. The code version hashes the sources
 of ``readers/``, the codec and the parsing libraries' versions, so a Reader
 change or an upgrade starts cold instead of trusting an old layout.
 
-The store is bounded (bytes, LRU by last use). It keeps an artifact whose
-parse took at least ``min_parse_seconds`` (a small entry loads in 1-3 ms),
-and re-saves one whose Reader built indexes lazily since (a BM25 index on the
-first intent read of a table or a long PDF): when it is next used, or at close.
+The store is bounded (bytes, LRU by last use), keeps parses that took at least
+``min_parse_seconds`` and re-saves one whose Reader built indexes lazily since
+(a table's BM25 index): when next used, or at close (dense vectors: at close).
 """
 
 from __future__ import annotations
@@ -218,7 +217,7 @@ class ParsedStore:
         key = (fingerprint, reader)
         with self._lock:
             known = self._saved.get(key)
-        if known is not None and known[1] != _signature(parsed):
+        if known is not None and _indexes_only(known[1]) != _indexes_only(_signature(parsed)):
             self._enqueue(key, parsed)
 
     def close(self) -> None:
@@ -368,10 +367,7 @@ def _is_entry(store: ParsedStore, fingerprint: str, reader: str) -> bool:
 
 
 def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+    return path.stat().st_mtime if path.exists() else 0.0
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -397,6 +393,11 @@ def _open_db(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _indexes_only(signature: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Without dense-vector caches: they grow with every hybrid read; saved at close or with an index."""
+    return tuple(item for item in signature if not str(item[0]).startswith("dense:"))
 
 
 def _signature(parsed: Parsed) -> tuple[Any, ...]:
