@@ -296,15 +296,26 @@ class CostBook:
             for key, cell in table.cells.items()
             if cell.n
         }
+        self._calibrated = frozenset(self._means)
 
     def observe(self, group: RequestGroup, config: Configuration, exposed_chars: int, follow_up_chars: int) -> None:
-        """Fold one read outcome into the running means (never into reliability)."""
+        """Fold one read outcome into the running means (never into reliability).
+
+        Only the exposure of the read moves online. Its follow-up cannot be
+        measured the way calibration measures it (refines until the evidence
+        is found, else the full view): online, a miss is invisible and an
+        episode often ends without one, so observed follow-ups would only ever
+        shrink the chosen configuration's cost and entrench it. The calibrated
+        follow-up stays; ``follow_up_chars`` is kept for groups calibration
+        never saw.
+        """
         key = (group.key, config.key)
         with self._lock:
             exposed, follow, n = self._means.get(key, (0.0, 0.0, 0))
+            calibrated = key in self._calibrated
             n += 1
             exposed += (exposed_chars - exposed) / n
-            follow += (follow_up_chars - follow) / n
+            follow = follow if calibrated else follow + (follow_up_chars - follow) / n
             self._means[key] = (exposed, follow, n)
 
     def estimate(self, group: RequestGroup, config: Configuration) -> float | None:
