@@ -184,6 +184,9 @@ class ArtifactCache:
             known = self._fingerprints.get(key)
         if known is None and self.store is not None:
             known = self.store.fingerprint_of(key)  # what an earlier mount hashed: the same folder version
+            if known is not None:
+                with self._lock:
+                    self._fingerprints[key] = known  # a folder is versioned on every lookup: ask SQLite once
         return known or "stat:" + ":".join(map(str, key))
 
     def _is_cached(self, rel: str) -> bool:

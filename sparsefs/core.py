@@ -31,13 +31,12 @@ from sparsefs.freshness import check_core_open
 from sparsefs.intents import SessionIntent
 from sparsefs.protocol import Protocol
 from sparsefs.rootfs import SourceRoot, relative, stat_dict
-from sparsefs.session_file import SessionFile
+from sparsefs.session_file import WRITE_FLAGS, SessionFile
 from sparsefs.state import StateDB
 from sparsefs.stats import Stats
 from sparsefs.virtual import virtual_ino
 
 _HANDLE_BASE = 1 << 40
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _CONTROL_PREFIX = "/" + CONTROL_DIR
 _NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name longer than the source fs allows may be virtual
 SESSION_KEY = "session_intent"
@@ -341,7 +340,7 @@ class Core:
         return relative(path)
 
     def _open_virtual(self, rel: str, flags: int) -> OpenResult:
-        if flags & _WRITE_FLAGS:
+        if flags & WRITE_FLAGS:
             raise OSError(errno.EROFS, "virtual files are read-only")
         virtual = self.evidence.open(rel)
         pid = self.caller_pid()
@@ -402,7 +401,7 @@ class Core:
         node = self.control.node(_control_sub(path))
         if node is not None and node.writable:
             return self._session_handle(path, flags)
-        if flags & _WRITE_FLAGS:
+        if flags & WRITE_FLAGS:
             raise OSError(errno.EROFS, "the control tree is read-only")
         if node is None:
             raise OSError(errno.ENOENT, "no such control file")
