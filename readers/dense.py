@@ -15,6 +15,11 @@ most MAX_NEW_UNITS not-yet-embedded units per call (the caller passes a BM25
 shortlist, never a whole document) and keeps the vectors in the parsed
 artifact, so each unit of an artifact version is embedded once.
 
+Off the request path, :func:`warm_units` embeds the rest of an artifact's
+units (``sparsefs.warmup`` calls it on a low-priority thread) on a second,
+one-thread session without a memory arena (+65 MiB), so the work stays on that
+thread; its vectors are bit-identical to the request path's.
+
 Determinism: texts are batched by token length and padded to the batch's
 longest; a text's vector does not depend on its batch companions (checked by
 the tests), so a cached vector equals a fresh one.
@@ -78,11 +83,13 @@ QUERY_CACHE = 256
 class _Model:
     session: Any
     tokenizer: Any
+    path: Path
 
 
 _load_lock = threading.Lock()
 _loaded: list[_Model | str] = []  # one entry once a load was attempted: the model or why not
 _unit_locks = [threading.Lock() for _ in range(16)]
+_background: list[Any] = []  # the one-thread session of warm_units, made on first use
 
 
 def available() -> bool:
@@ -96,15 +103,20 @@ def missing_reason() -> str:
     return "" if isinstance(outcome, _Model) else outcome
 
 
-def embed(texts: Sequence[str]) -> Vectors:
-    """(len(texts), DIM) float32 L2-normalised sentence vectors; raises RuntimeError without the extra."""
+def embed(texts: Sequence[str], background: bool = False) -> Vectors:
+    """(len(texts), DIM) float32 L2-normalised sentence vectors; raises RuntimeError without the extra.
+
+    ``background`` runs them on a one-thread session, so the work stays on the calling
+    (low-priority) thread instead of the request path's thread pool.
+    """
     model = _model()
+    session = _background_session(model) if background else model.session
     out = np.zeros((len(texts), DIM), dtype=np.float32)
     encodings = [model.tokenizer.encode(t[:MAX_INPUT_CHARS]) for t in texts]
     order = sorted(range(len(texts)), key=lambda i: (len(encodings[i].ids), i))
     for lo in range(0, len(order), BATCH):
         chunk = order[lo : lo + BATCH]
-        out[chunk] = _run(model.session, [encodings[i].ids for i in chunk])
+        out[chunk] = _run(session, [encodings[i].ids for i in chunk])
     return out
 
 
@@ -137,6 +149,37 @@ def unit_similarities(
             known, vectors = _merged(known, vectors, missing, embed(texts))
             parsed.data["dense:" + key] = {"ids": known, "vectors": vectors}
     return _cosines(known, vectors, wanted, q)
+
+
+def warm_units(
+    parsed: Parsed,
+    key: str,
+    ids: npt.NDArray[np.integer[Any]],
+    texts_of: Callable[[np.ndarray], list[str]],
+    stop: Callable[[], bool],
+) -> int:
+    """Embed the units ``ids`` not cached yet, BATCH at a time, off the request path; how many were added.
+
+    Each batch is embedded outside the unit lock and merged under it, so a request that
+    embeds its own shortlist meanwhile waits for one merge, never for the warm-up; a unit
+    both embedded is kept once. ``stop()`` is asked before every batch.
+    """
+    known, _ = _cached(parsed, key)
+    todo = _missing(known, np.asarray(ids, dtype=np.int64))
+    added = 0
+    for lo in range(0, len(todo), BATCH):
+        if stop():
+            break
+        chunk = todo[lo : lo + BATCH]
+        fresh = embed(texts_of(chunk), background=True)
+        with _unit_locks[hash((id(parsed), key)) % len(_unit_locks)]:
+            known, vectors = _cached(parsed, key)
+            new = ~np.isin(chunk, known)
+            if new.any():
+                known, vectors = _merged(known, vectors, chunk[new], fresh[new])
+                parsed.data["dense:" + key] = {"ids": known, "vectors": vectors}
+                added += int(new.sum())
+    return added
 
 
 def shortlist(scores: npt.NDArray[np.float64], k: int = SHORTLIST) -> Ids:
@@ -225,6 +268,13 @@ def _run(session: Any, rows: list[list[int]]) -> Vectors:
     return result
 
 
+def _background_session(model: _Model) -> Any:
+    with _load_lock:
+        if not _background:
+            _background.append(_session(1, model.path, arena=False))  # no arena: +65 MiB instead of +100
+    return _background[0]
+
+
 def _model() -> _Model:
     outcome = _attempt()
     if isinstance(outcome, str):
@@ -245,19 +295,23 @@ def _attempt() -> _Model | str:
 
 def _load() -> _Model:
     # Imported by name: the extra is optional, so neither is a type-checked dependency.
-    ort: Any = importlib.import_module("onnxruntime")
     tokenizers: Any = importlib.import_module("tokenizers")
     tokenizer = tokenizers.Tokenizer.from_file(str(_verified(_tokenizer_path(), TOKENIZER_SHA256)))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    model = _verified(_package_file(MODEL_PACKAGE, MODEL_FILE), MODEL_SHA256)
+    return _Model(_session(THREADS, model), tokenizer, model)
+
+
+def _session(threads: int, model: Path, arena: bool = True) -> Any:
+    ort: Any = importlib.import_module("onnxruntime")
     options = ort.SessionOptions()
-    options.intra_op_num_threads = THREADS
+    options.enable_cpu_mem_arena = options.enable_mem_pattern = arena
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    model = _verified(_package_file(MODEL_PACKAGE, MODEL_FILE), MODEL_SHA256)
-    session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
-    return _Model(session, tokenizer)
+    return ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
 
 def _tokenizer_path() -> Path:

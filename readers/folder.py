@@ -12,7 +12,9 @@ member's offset and its anchor prefixed by the member path
 ``DIR@scout`` is the inventory (kinds, sizes, full-view length per member);
 ``DIR@intent=...`` ranks members with BM25 over their paths and the start of
 their full views, reads at most :data:`MAX_FILES_READ` of them with their own
-Readers and merges the evidence. ``&scope=`` is a glob over member paths
+Readers (each with the whole budget and the intent's location method when it
+has it) and keeps the passages with the best passage x file score that fit the
+budget together. ``&scope=`` is a glob over member paths
 (``*.pdf``, ``logs/*``). Work is bounded in members, characters and time; a
 parse cut short by the time bound is flagged (``partial-index``) and not
 cached, so the next request continues where it stopped (members already
@@ -47,6 +49,7 @@ from readers.base import (
     UnsupportedArtifact,
 )
 from readers.bm25index import UnitIndex, content_tokens
+from readers.locate_methods import METHODS
 
 MAX_MEMBERS = 500
 MAX_FULL_VIEW_CHARS = 48 * 1024 * 1024
@@ -121,6 +124,7 @@ class FolderReader(Reader):
     extensions = frozenset({"/"})
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     cost = CostProfile(parse_ms_per_mb=60.0, per_call_chars=200, full_view_ratio=0.5)
+    methods = frozenset(METHODS)  # passed on to each member whose Reader has the method
 
     def accepts(self, name: str, head: bytes) -> bool:
         return False  # chosen for directories by the daemon, never for a file
@@ -190,20 +194,25 @@ class FolderReader(Reader):
         col = _collection(parsed)
         slots = intent.slots or (intent.text,)
         chosen = _candidates(col, intent, k)
-        share = max(1, max_chars // max(1, len(chosen)))
-        items: list[EvidenceItem] = []
+        found: list[tuple[float, EvidenceItem]] = []
         coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]] = []
-        for view in chosen:
+        methods: dict[str, None] = {}
+        flags: dict[str, None] = dict.fromkeys(_bound_flags(col))
+        for view, weight in chosen:
             reader, member = col.readers[view.rel]
-            member_intent = ReadIntent(intent.text, slots, context=intent.context)
-            batch = reader.locate(member, member_intent, share, _member_exclude(view, exclude), None)
-            items += [_shifted(view, item) for item in batch.items]
+            batch = reader.locate(member, _member_intent(intent, reader), max_chars, _member_exclude(view, exclude))
+            found += [(weight * item.score, _shifted(view, item)) for item in batch.items]
             coverages.append((view, batch.coverage))
-        coverage = tuple(_merged_coverage(slot, j, coverages) for j, slot in enumerate(slots))
-        names = ", ".join(v.rel for v in chosen) or "none"
-        scope = Scope(len(col.readable()), "files", "bm25 files, then each file's Reader", len(parsed.full_view),
+            methods[batch.scope.method] = None
+            flags.update(dict.fromkeys(batch.flags))
+        items = _within_budget(found, max_chars)
+        kept = {item.anchor.label for item in items}
+        coverage = tuple(_merged_coverage(slot, j, coverages, kept) for j, slot in enumerate(slots))
+        names = ", ".join(v.rel for v, _ in chosen) or "none"
+        method = " / ".join(methods) or "bm25"
+        scope = Scope(len(col.readable()), "files", f"{method} in each file (files by bm25)", len(parsed.full_view),
                       note=f"read {len(chosen)} of {len(col.readable())} files: {names}")
-        return Batch(tuple(items), scope, coverage, _bound_flags(col))
+        return Batch(tuple(items), scope, coverage, tuple(flags))
 
     # -- focus -----------------------------------------------------------------------
 
@@ -255,8 +264,8 @@ def _collection(parsed: Parsed) -> _Collection:
 # -- locate helpers -----------------------------------------------------------------------
 
 
-def _candidates(col: _Collection, intent: ReadIntent, k: int | None) -> list[MemberView]:
-    """The best-scoring members for any slot, at most k (or MAX_FILES_READ)."""
+def _candidates(col: _Collection, intent: ReadIntent, k: int | None) -> list[tuple[MemberView, float]]:
+    """The best-scoring members for any slot, at most k (or MAX_FILES_READ), with their score (best = 1)."""
     readable = col.readable()
     if col.index is None or not readable:
         return []
@@ -270,7 +279,28 @@ def _candidates(col: _Collection, intent: ReadIntent, k: int | None) -> list[Mem
     in_scope = np.array([_in_scope(v.rel, intent.scope) for v in readable], dtype=bool)
     scores = np.where(in_scope, scores, 0.0)
     order = [int(i) for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
-    return [readable[i] for i in order[: min(k or MAX_FILES_READ, MAX_FILES_READ)]]
+    return [(readable[i], float(scores[i])) for i in order[: min(k or MAX_FILES_READ, MAX_FILES_READ)]]
+
+
+def _member_intent(intent: ReadIntent, reader: Reader) -> ReadIntent:
+    """The intent for one member: its slots and context, and the location method if that Reader has it."""
+    method = intent.method if intent.method in reader.methods else None
+    return ReadIntent(intent.text, intent.slots or (intent.text,), context=intent.context, method=method)
+
+
+def _within_budget(found: list[tuple[float, EvidenceItem]], max_chars: int) -> list[EvidenceItem]:
+    """The best passages of all files read, by passage score x file score, that fit the budget together.
+
+    Each member located with the whole budget, so the characters go where the scores are: one file's
+    strong passages before another file's weak ones (an even split gave each of 5 files 300 characters).
+    """
+    kept: list[EvidenceItem] = []
+    used = 0
+    for _, item in sorted(found, key=lambda pair: -pair[0]):
+        if used + len(item.text) <= max_chars:
+            kept.append(item)
+            used += len(item.text)
+    return sorted(kept, key=lambda it: (it.anchor.char_start, it.anchor.char_end))
 
 
 def _bound_flags(col: _Collection) -> tuple[str, ...]:
@@ -306,13 +336,16 @@ def _shifted(view: MemberView, item: EvidenceItem) -> EvidenceItem:
 
 
 def _merged_coverage(
-    slot: str, j: int, coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]]
+    slot: str, j: int, coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]], kept: set[str]
 ) -> SlotCoverage:
+    """Matched by the passages sent; a member's match the budget left out is a candidate to focus."""
     anchors: list[str] = []
     candidates: list[str] = []
     for view, coverage in coverages:
         if j < len(coverage):
-            anchors += [f"{view.rel}:{a}" for a in coverage[j].anchors]
+            for anchor in coverage[j].anchors:
+                label = f"{view.rel}:{anchor}"
+                (anchors if label in kept else candidates).append(label)
             candidates += [f"{view.rel}:{c}" for c in coverage[j].candidates]
     if anchors:
         return SlotCoverage(slot, "matched", tuple(anchors))

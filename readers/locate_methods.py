@@ -181,6 +181,34 @@ def hybrid_scores(scores: Scores, blocked: Mask, cosine: Callable[[list[int]], S
     return fused
 
 
+MAX_WARM_UNITS = 20_000
+"""Units :func:`warm_dense` embeds per artifact at most (a 250-page 10-K has ~9,000)."""
+
+
+def warm_dense(parsed: Parsed, stop: Callable[[], bool]) -> int:
+    """Embed every unit of a text-like artifact ahead of its next hybrid reads; how many were added.
+
+    Off the request path only (a background thread): with all units cached, a new question
+    costs one query embedding instead of up to readers.dense.MAX_NEW_UNITS unit embeddings.
+    Page markers are skipped; nothing happens without the dense extra or unit offsets.
+    """
+    dense = dense_module()
+    starts, ends = parsed.data.get("unit_starts"), parsed.data.get("unit_ends")
+    if dense is None or not isinstance(starts, np.ndarray) or not isinstance(ends, np.ndarray):
+        return 0
+    markers = parsed.data.get("markers")
+    ids = np.arange(len(starts), dtype=np.int64)
+    if isinstance(markers, np.ndarray) and markers.shape == ids.shape:
+        ids = ids[~markers]
+    text = parsed.full_view
+
+    def texts_of(chunk: Sequence[int]) -> list[str]:
+        return [text[int(starts[i]) : int(ends[i])] for i in chunk]
+
+    added: int = dense.warm_units(parsed, DENSE_KEY, ids[:MAX_WARM_UNITS], texts_of, stop)
+    return added
+
+
 def _cosine(dense: Any, parsed: Parsed, starts: Offsets, ends: Offsets, first: int, query: str) -> Callable[
     [list[int]], Scores
 ]:
@@ -347,19 +375,21 @@ def rank_units(
     intent: ReadIntent,
     slots: dict[int, str],
     blocked: Mask,
+    silent: Mask | None = None,
 ) -> Ranking:
     """Per-slot scores of the units in ``view`` = (starts, ends, first unit) by ``intent.method``.
 
-    ``slots`` maps slot numbers to the slots worth searching (those with content words).
+    ``slots`` maps slot numbers to the slots worth searching (those with content words);
+    ``silent`` units never score (a PDF's page markers), so no neighbour inherits from them.
     An unknown method is read as the default.
     """
     starts, ends, first = view
     method = intent.method if intent.method in METHODS else DEFAULT_METHOD
     if method == "lexical":
-        raw = {j: lexical_scores(parsed.full_view, starts, ends, slot) for j, slot in slots.items()}
+        raw = _silenced({j: lexical_scores(parsed.full_view, starts, ends, slot) for j, slot in slots.items()}, silent)
         return Ranking(raw, raw, LABELS["lexical"])
     part = slice(first, first + len(starts))
-    raw = {j: contextual_scores(index, slot, intent.context)[part] for j, slot in slots.items()}
+    raw = _silenced({j: contextual_scores(index, slot, intent.context)[part] for j, slot in slots.items()}, silent)
     ranked = {j: smoothed(scores) for j, scores in raw.items()}
     if method != "hybrid":
         return Ranking(raw, ranked, LABELS[method], query=" ".join(slots.values()))
@@ -374,6 +404,12 @@ def rank_units(
     except Exception:  # noqa: BLE001 - onnxruntime's errors derive from Exception; BM25 still answers
         return Ranking(raw, ranked, LABELS["bm25"], ("hybrid-unavailable",))
     return Ranking(raw, fused, LABELS["hybrid"])
+
+
+def _silenced(raw: dict[int, Scores], silent: Mask | None) -> dict[int, Scores]:
+    if silent is None:
+        return raw
+    return {j: np.where(silent, 0.0, scores) for j, scores in raw.items()}
 
 
 def choose_units(

@@ -2,9 +2,11 @@
 
 Full view: every page's text as mupdf extracts it, each page introduced by a
 ``--- p12 ---`` marker line (``readers.pdf_extract``). It is segmented like
-prose by ``readers.segment`` and indexed with ``readers.bm25index``, exactly
-as the Text Reader does; marker lines are units that can never be picked, so a
-passage never crosses a page and is labelled ``p12:L3-9`` (lines of page 12).
+prose by ``readers.segment`` and indexed with ``readers.bm25index``, and
+located by the same methods as the Text Reader (``readers.locate_methods``:
+lexical, bm25, hybrid, region); marker lines are units that never score and can
+never be picked, so a passage never crosses a page and is labelled
+``p12:L3-9`` (lines of page 12).
 Anchors and scopes: ``readers.pdf_anchors``. A page without a text layer is
 reported (preview, flags), never OCR'd.
 
@@ -44,10 +46,8 @@ from readers.bm25index import (
     UnitIndex,
     blocked_mask,
     content_tokens,
-    contextual_scores,
-    select,
-    smoothed,
 )
+from readers.locate_methods import METHODS, choose_units, rank_units
 from readers.pdf_anchors import TABLE, PageMap, resolve
 from readers.pdf_extract import MAX_SECONDS, extract
 from readers.pdf_preview import page_ranges, preview
@@ -83,6 +83,7 @@ class PdfReader(Reader):
     max_bytes = 64 * 1024 * 1024
     max_seconds = MAX_SECONDS
     cost = CostProfile(parse_ms_per_mb=450.0, per_call_chars=140, full_view_ratio=0.3)
+    methods = frozenset(METHODS)
 
     def accepts(self, name: str, head: bytes) -> bool:
         return _MAGIC in head[:_HEAD]
@@ -144,16 +145,16 @@ class PdfReader(Reader):
             flag = "no-content-words" if np.count_nonzero(~view.markers) else "no-text-found"
             return Batch((), view.scope, coverage, flags=(*flags, flag))
         index = _data(parsed, "index", UnitIndex)
-        window = slice(view.first, view.first + len(view.starts))
-        raw = {j: contextual_scores(index, slot, intent.context)[window] for j, slot in enumerate(slots)}
-        raw = {j: np.where(view.markers, 0.0, s) for j, s in raw.items() if contents[j]}
+        blocked = blocked_mask(view.starts, view.ends, exclude) | view.markers
+        searched = {j: slot for j, slot in enumerate(slots) if contents[j]}
+        units = (view.starts, view.ends, view.first)
+        ranking = rank_units(parsed, index, units, intent, searched, blocked, silent=view.markers)
         tables: list[EvidenceItem] = []
         if wants_tables(intent.text):
-            tables = _table_items(parsed, view, raw, contents, max_chars // 2, exclude)
+            tables = _table_items(parsed, view, ranking.raw, contents, max_chars // 2, exclude)
             flags = (*flags, "tables" if tables else "no-table-found")
         budget = max_chars - sum(len(t.text) for t in tables)
-        blocked = blocked_mask(view.starts, view.ends, exclude) | view.markers
-        sel = select(view.starts, view.ends, {j: smoothed(s) for j, s in raw.items()}, blocked, budget, k)
+        sel = choose_units(ranking, index, units, blocked, budget, k)
         items = [_item(parsed, int(sel.starts[r[0]]), int(sel.ends[r[-1]])) for r in sel.passages()]
         items = [
             EvidenceItem(it.anchor, it.text, round(max(sel.best[u] for u in r), 4), _slots(sel.slots, r))
@@ -161,9 +162,11 @@ class PdfReader(Reader):
         ]
         items = sorted(items + tables, key=lambda it: (it.anchor.char_start, it.anchor.char_end))
         coverage = tuple(
-            _coverage(parsed, view, slot, j, contents[j], raw.get(j), items) for j, slot in enumerate(slots)
+            _coverage(parsed, view, slot, j, contents[j], ranking.raw.get(j), items) for j, slot in enumerate(slots)
         )
-        scope = view.scope if not tables else _with_method(view.scope, f"{_METHOD}+find_tables")
+        method = ranking.method if not tables else f"{ranking.method}+find_tables"
+        scope = _with_method(view.scope, method)
+        flags = (*flags, *ranking.flags)
         return Batch(tuple(items), scope, coverage, flags)
 
     # -- focus -----------------------------------------------------------------

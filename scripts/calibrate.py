@@ -12,6 +12,11 @@ Calibration requests (paper Appendix E), from CALIBRATION documents only
 - selective-fact requests written over the PDFs (:data:`PDF_REQUESTS`), each a
   question and a snippet copied from the PDF's text; success = the passages
   (whitespace collapsed) contain the snippet; through the PdfReader;
+- verbatim and cross-file requests made from every 2nd covidqa-dev calibration
+  question (``scripts/calibration_sets.py``): the question prefixed with
+  "Quote verbatim ...", a success only when all evidence characters are
+  covered; and the question asked of an in-memory folder of 8 calibration
+  documents through the FolderReader;
 - exact-computation requests over the CSV/XLSX/JSON files; success = the
   Reader's result equals an independent computation (csv, json, openpyxl).
 
@@ -46,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from readers.base import Batch, Parsed, Reader, ReaderError, ReadIntent  # noqa: E402
+from readers.folder import FolderReader  # noqa: E402
 from readers.jsondata import JsonReader  # noqa: E402
 from readers.ops import build_operation  # noqa: E402
 from readers.pdf import PdfReader  # noqa: E402
@@ -63,6 +69,7 @@ from readers.selection import (  # noqa: E402
 )
 from readers.table import TableReader  # noqa: E402
 from readers.text import TextReader  # noqa: E402
+from scripts import calibration_sets as sets  # noqa: E402
 from scripts.bench_evidence import HIT_COVERAGE, MemorySource, coverage  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -173,6 +180,7 @@ class TextRequest:
     question: str
     evidence: tuple[Span, ...] = ()
     snippet: str = ""
+    required: float = HIT_COVERAGE  # share of the evidence characters the passages must cover
 
 
 @dataclass(frozen=True)
@@ -334,7 +342,7 @@ def _hit(req: TextRequest, items: Sequence[Any]) -> bool:
     if req.snippet:
         return _squash(req.snippet) in _squash(" ".join(it.text for it in items))
     spans = [(it.anchor.char_start, it.anchor.char_end) for it in items]
-    return coverage(list(req.evidence), spans) >= HIT_COVERAGE
+    return coverage(list(req.evidence), spans) >= req.required - 1e-9
 
 
 def _squash(text: str) -> str:
@@ -374,6 +382,8 @@ def calibrate(methods: Sequence[str], limit: int | None, sources: Sequence[str] 
         if req.source == "qmsum":  # a summarization set: every request is a summary, whatever its wording
             group = dataclasses.replace(group, intent="summary")
         tally.add(group, req.source, run_text(text, parsed, req, methods))
+    if "covidqa-dev" in sources:
+        _verbatim_and_cross_file(tally, methods, limit, cache)
     pdf = PdfReader()
     for rel, question, snippet in PDF_REQUESTS[:limit] if "pdf" in sources else ():
         if not is_calibration(rel):
@@ -390,6 +400,21 @@ def calibrate(methods: Sequence[str], limit: int | None, sources: Sequence[str] 
         group = group_of(reader.name, len(parsed.full_view), exact.name, "")
         tally.add(group, exact.doc_id.split("/")[0], {EXACT: run_exact(reader, parsed, exact)})
     return tally
+
+
+def _verbatim_and_cross_file(tally: Tally, methods: Sequence[str], limit: int | None, cache: Cache) -> None:
+    requests = [(req, doc) for req, doc in qa_requests(limit, ["covidqa-dev"])][:: sets.EVERY]
+    folders = sets.folders_of({req.doc_id: doc for req, doc in requests})
+    text, folder = TextReader(), FolderReader()
+    for req, doc in requests:
+        parsed = cache.parse(text, req.doc_id, f"{req.doc_id}.txt", doc.encode)
+        quote = dataclasses.replace(req, source="verbatim", question=sets.VERBATIM_PREFIX + req.question, required=1.0)
+        group = group_of(parsed.kind, len(parsed.full_view), "intent", quote.question)
+        tally.add(group, "verbatim", run_text(text, parsed, quote, methods))
+        shelf = folders[req.doc_id]
+        across = dataclasses.replace(req, source="cross-file", evidence=sets.in_folder(shelf, req.doc_id, req.evidence))
+        group = group_of(shelf.kind, len(shelf.full_view), "intent", req.question)
+        tally.add(group, "cross-file", run_text(folder, shelf, across, methods))
 
 
 class Cache:

@@ -130,6 +130,7 @@ def run(plan: MountPlan) -> int:
     finally:
         if watcher is not None:
             watcher.stop()
+        core.protocol.chooser.close()  # the dense warm-up stops between batches
         if store is not None:
             store.close()  # saves indexes built since, flushes the queue
         stats.close()

@@ -154,7 +154,10 @@ class Protocol:
         if request.action not in SELECTED_ACTIONS or resolved.text is None or request.scope is not None:
             return None
         parsed = artifact.parsed
-        return self.chooser.choose(artifact.reader, parsed.kind, len(parsed.full_view), request.action, resolved.text)
+        selection = self.chooser.choose(artifact.reader, parsed.kind, len(parsed.full_view), request.action,
+                                        resolved.text)
+        self.chooser.chosen(selection, parsed)
+        return selection
 
     def _fits_natively(self, artifact: Artifact) -> bool:
         length = len(artifact.parsed.full_view)

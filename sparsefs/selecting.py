@@ -7,7 +7,8 @@ resolved intent, the location methods the artifact's Reader honours (hybrid
 only with the dense extra) — and feeds read outcomes back into the cost book:
 an episode's first pack is its exposure, everything later in the same
 episode (refines, a fallback's full view) its follow-up exposure, settled
-when the artifact's next episode starts or the tally table fills.
+when the artifact's next episode starts or the tally table fills. After a
+hybrid choice it queues the artifact for the dense warm-up (``sparsefs.warmup``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from readers import dense
-from readers.base import Reader
+from readers.base import Parsed, Reader
 from readers.selection import (
     FULL_VIEW,
     SNIPPETS,
@@ -30,6 +31,8 @@ from readers.selection import (
     group_of,
     load_table,
 )
+from sparsefs.warmup import DenseWarmer
+from sparsefs.warmup import enabled as warmup_enabled
 
 SELECTED_ACTIONS = frozenset({"intent", "collect"})  # a new objective: refine/verify keep the episode's choice
 MAX_TALLIES = 1_000
@@ -66,14 +69,24 @@ class Selection:
 class ConfigurationChooser:
     """Chooses per read, remembers per episode, and teaches the cost book what reads cost."""
 
-    def __init__(self, selector: Selector | None = None) -> None:
+    def __init__(self, selector: Selector | None = None, warmer: DenseWarmer | None = None) -> None:
         self.selector = selector or Selector(_shipped_table())  # one cost book per mount
+        self.warmer = warmer if warmer is not None else (DenseWarmer() if warmup_enabled() else None)
         self._by_episode: OrderedDict[str, _Tally] = OrderedDict()
         self._lock = threading.Lock()
 
     def choose(self, reader: Reader, kind: str, full_view_chars: int, action: str, text: str) -> Selection:
         group = group_of(kind, full_view_chars, action, text)
         return Selection(group, self.selector.choose(group, available(reader)))
+
+    def chosen(self, selection: Selection, parsed: Parsed) -> None:
+        """After a hybrid choice: embed the rest of the artifact in the background (sparsefs.warmup)."""
+        if self.warmer is not None and selection.method == "hybrid":
+            self.warmer.submit(parsed)
+
+    def close(self) -> None:
+        if self.warmer is not None:
+            self.warmer.close()
 
     def record(self, episode_id: str, selection: Selection | None, exposed: int) -> None:
         """A pack of ``exposed`` characters went out in the episode."""

@@ -117,6 +117,30 @@ def test_intent_reads_the_right_files_with_member_anchors() -> None:
     assert {i.anchor.label.split(":")[0] for i in scoped.items} == {"src/app.py"}
 
 
+def test_the_budget_goes_to_the_best_file_and_a_match_left_out_is_a_candidate() -> None:
+    from readers.base import ReadIntent
+
+    strong = "".join(f"Vaccine trial {i}: the vaccine trial enrolled {i * 100} vaccine trial patients.\n\n"
+                     for i in range(12))
+    weak = "A short note mentions a trial once.\n\n" + "Unrelated filler about weather and roads.\n\n" * 30
+    files = {"a-strong.txt": strong.encode(), "b-weak.txt": weak.encode(), "c-other.txt": b"nothing here\n" * 40}
+    reader = FolderReader()
+    parsed = reader.parse_collection(MemoryCollection(files))
+    batch = reader.locate(parsed, ReadIntent("vaccine trial patients", ("vaccine trial patients",)), 600)
+    sent = sum(len(item.text) for item in batch.items)
+    assert 0 < sent <= 600
+    strong_chars = sum(len(i.text) for i in batch.items if i.anchor.label.startswith("a-strong.txt:"))
+    assert strong_chars > 600 // 2  # an even split gave each of the 2 files read 300 at most
+    for method in ("lexical", "bm25", "region"):
+        scoped = reader.locate(parsed, ReadIntent("vaccine trial", ("vaccine trial",), method=method), 600)
+        assert scoped.scope.method.startswith(method)
+    tight = reader.locate(parsed, ReadIntent("vaccine trial patients; a short note", ("vaccine trial patients",
+                                                                                      "a short note")), 120)
+    labels = {item.anchor.label for item in tight.items}
+    for cov in tight.coverage:
+        assert set(cov.anchors) <= labels  # matched only by what was sent
+
+
 # -- through the Core (what the mount serves) ------------------------------------------
 
 

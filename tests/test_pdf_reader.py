@@ -134,6 +134,23 @@ def test_known_answer_in_the_filing(mmm: Parsed) -> None:
     assert any("34,229" in text for _, text in sales)
 
 
+@pytest.mark.parametrize("method", ["lexical", "bm25", "hybrid", "region"])
+def test_every_location_method_stays_on_its_page(mmm: Parsed, method: str) -> None:
+    question = "How much did 3M spend on research, development and related expenses in 2022?"
+    intent = ReadIntent(question, (question,), method=method)
+    batch = PdfReader().locate(mmm, intent, 1500)
+    assert batch.items and sum(len(it.text) for it in batch.items) <= 1500
+    unavailable = method == "hybrid" and "hybrid-unavailable" in batch.flags  # without the dense extra
+    assert batch.scope.method.startswith("bm25" if unavailable else method)
+    data = _3M.read_bytes()
+    for item in batch.items:
+        assert "--- p" not in item.text  # a page marker is never sent
+        page = int(re.match(r"p(\d+):L\d+", item.anchor.label).group(1))  # type: ignore[union-attr]
+        assert " ".join(_words(item.text)) in " ".join(_page_words(data, page)), item.anchor.label
+    if method != "region":
+        assert any("1.9 billion" in it.text for it in batch.items)
+
+
 def test_page_focus_matches_pymupdf(mmm: Parsed) -> None:
     reader, data = PdfReader(), _3M.read_bytes()
     one = reader.focus(mmm, "p12").items[0].text
