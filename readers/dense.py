@@ -30,6 +30,7 @@ what to install; importing this module imports nothing beyond numpy.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
@@ -69,6 +70,8 @@ MAX_INPUT_CHARS = 1024
 BATCH = 8
 """Texts per ONNX run: peak RSS grows with it (16: +80 MiB over 8) and speed does not."""
 MAX_NEW_UNITS = 64
+MERGE_UNITS = 256
+"""Units :func:`warm_units` merges into the cache at once (each merge re-sorts the whole cache)."""
 """Units embedded per :func:`unit_similarities` call; the rest of ``ids`` get NaN."""
 SHORTLIST = 50
 """BM25 units re-ranked per query by the hybrid method (bench: scripts/bench_dense.py)."""
@@ -90,6 +93,16 @@ _load_lock = threading.Lock()
 _loaded: list[_Model | str] = []  # one entry once a load was attempted: the model or why not
 _unit_locks = [threading.Lock() for _ in range(16)]
 _background: list[Any] = []  # the one-thread session of warm_units, made on first use
+
+
+@atexit.register
+def _release_sessions() -> None:
+    """Drop the sessions while Python and onnxruntime's environment are still whole: a session
+    left for interpreter teardown is destroyed after the environment and aborts the process
+    ("terminate called without an active exception", exit 134), at random."""
+    with _load_lock:
+        _loaded.clear()
+        _background.clear()
 
 
 def available() -> bool:
@@ -157,29 +170,41 @@ def warm_units(
     ids: npt.NDArray[np.integer[Any]],
     texts_of: Callable[[np.ndarray], list[str]],
     stop: Callable[[], bool],
+    limit: int | None = None,
 ) -> int:
-    """Embed the units ``ids`` not cached yet, BATCH at a time, off the request path; how many were added.
+    """Embed up to ``limit`` of the units ``ids`` not cached yet, off the request path; how many were added.
 
-    Each batch is embedded outside the unit lock and merged under it, so a request that
-    embeds its own shortlist meanwhile waits for one merge, never for the warm-up; a unit
-    both embedded is kept once. ``stop()`` is asked before every batch.
+    Batches of BATCH are embedded outside the unit lock and merged under it MERGE_UNITS at a
+    time (a merge re-sorts the whole cache), so a request that embeds its own shortlist
+    meanwhile waits for one merge, never for the warm-up; a unit both embedded is kept once.
+    ``stop()`` is asked before every batch.
     """
     known, _ = _cached(parsed, key)
-    todo = _missing(known, np.asarray(ids, dtype=np.int64))
+    todo = _missing(known, np.asarray(ids, dtype=np.int64))[:limit]
     added = 0
-    for lo in range(0, len(todo), BATCH):
-        if stop():
+    for lo in range(0, len(todo), MERGE_UNITS):
+        chunk = todo[lo : lo + MERGE_UNITS]
+        fresh: list[Vectors] = []
+        for b in range(0, len(chunk), BATCH):
+            if stop():
+                break
+            fresh.append(embed(texts_of(chunk[b : b + BATCH]), background=True))
+        done = chunk[: sum(len(f) for f in fresh)]
+        if len(done):
+            added += _merge_new(parsed, key, done, np.concatenate(fresh))
+        if len(done) < len(chunk):
             break
-        chunk = todo[lo : lo + BATCH]
-        fresh = embed(texts_of(chunk), background=True)
-        with _unit_locks[hash((id(parsed), key)) % len(_unit_locks)]:
-            known, vectors = _cached(parsed, key)
-            new = ~np.isin(chunk, known)
-            if new.any():
-                known, vectors = _merged(known, vectors, chunk[new], fresh[new])
-                parsed.data["dense:" + key] = {"ids": known, "vectors": vectors}
-                added += int(new.sum())
     return added
+
+
+def _merge_new(parsed: Parsed, key: str, ids: Ids, fresh: Vectors) -> int:
+    with _unit_locks[hash((id(parsed), key)) % len(_unit_locks)]:
+        known, vectors = _cached(parsed, key)
+        new = ~np.isin(ids, known)
+        if new.any():
+            known, vectors = _merged(known, vectors, ids[new], fresh[new])
+            parsed.data["dense:" + key] = {"ids": known, "vectors": vectors}
+    return int(new.sum())
 
 
 def shortlist(scores: npt.NDArray[np.float64], k: int = SHORTLIST) -> Ids:

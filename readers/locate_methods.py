@@ -182,11 +182,12 @@ def hybrid_scores(scores: Scores, blocked: Mask, cosine: Callable[[list[int]], S
 
 
 MAX_WARM_UNITS = 20_000
-"""Units :func:`warm_dense` embeds per artifact at most (a 250-page 10-K has ~9,000)."""
+"""Units :func:`warm_dense` embeds per artifact at most (the 252-page 3M 10-K has 5,940)."""
 
 
-def warm_dense(parsed: Parsed, stop: Callable[[], bool]) -> int:
-    """Embed every unit of a text-like artifact ahead of its next hybrid reads; how many were added.
+def warm_dense(parsed: Parsed, stop: Callable[[], bool], limit: int | None = None) -> int:
+    """Embed the units of a text-like artifact ahead of its next hybrid reads (at most ``limit``
+    new ones per call); how many were added.
 
     Off the request path only (a background thread): with all units cached, a new question
     costs one query embedding instead of up to readers.dense.MAX_NEW_UNITS unit embeddings.
@@ -205,7 +206,7 @@ def warm_dense(parsed: Parsed, stop: Callable[[], bool]) -> int:
     def texts_of(chunk: Sequence[int]) -> list[str]:
         return [text[int(starts[i]) : int(ends[i])] for i in chunk]
 
-    added: int = dense.warm_units(parsed, DENSE_KEY, ids[:MAX_WARM_UNITS], texts_of, stop)
+    added: int = dense.warm_units(parsed, DENSE_KEY, ids[:MAX_WARM_UNITS], texts_of, stop, limit)
     return added
 
 

@@ -9,14 +9,16 @@ Calibration requests (paper Appendix E), from CALIBRATION documents only
   returned passages cover >= 80% of the annotated evidence characters (as
   scripts/bench_evidence.py), through the real TextReader with
   ``ReadIntent(method=...)``;
-- selective-fact requests written over the PDFs (:data:`PDF_REQUESTS`), each a
+- selective-fact requests written over the PDFs (``calibration_sets.PDF_REQUESTS``), each a
   question and a snippet copied from the PDF's text; success = the passages
   (whitespace collapsed) contain the snippet; through the PdfReader;
 - verbatim and cross-file requests made from every 2nd covidqa-dev calibration
   question (``scripts/calibration_sets.py``): the question prefixed with
   "Quote verbatim ...", a success only when all evidence characters are
-  covered; and the question asked of an in-memory folder of 8 calibration
-  documents through the FolderReader;
+  covered; and cross-file requests over in-memory folders of 8-10
+  calibration documents through the FolderReader: each such question asked of
+  its folder, and pairs of questions about two documents of one folder asked
+  as two slots;
 - exact-computation requests over the CSV/XLSX/JSON files; success = the
   Reader's result equals an independent computation (csv, json, openpyxl).
 
@@ -85,61 +87,6 @@ def is_calibration(doc_id: str) -> bool:
 
 # -- requests ----------------------------------------------------------------------
 
-PDF_REQUESTS: tuple[tuple[str, str, str], ...] = (
-    ("pdf/filings/3M_2022_10K.pdf", "How many people did 3M employ at the end of 2022?",
-     "the Company employed approximately 92,000 people"),
-    ("pdf/filings/3M_2022_10K.pdf", "When and where was 3M incorporated?",
-     "3M Company was incorporated in 1929 under the laws of the State of Delaware"),
-    ("pdf/filings/3M_2022_10K.pdf", "What are 3M's reportable business segments?",
-     "The reportable segments are Safety and Industrial, Transportation and Electronics, Health Care, and Consumer"),
-    ("pdf/filings/3M_2022_10K.pdf", "How many manufacturing facilities does 3M operate in the United States?",
-     "The Company operates 61 manufacturing"),
-    ("pdf/filings/3M_2022_10K.pdf", "How many shareholders of record did 3M have in January 2023?",
-     "there were 62,488 shareholders of record"),
-    ("pdf/filings/3M_2022_10K.pdf", "When will 3M exit PFAS manufacturing?",
-     "exiting all PFAS manufacturing by the end of 2025"),
-    ("pdf/filings/3M_2022_10K.pdf", "When did the Aearo Entities initiate chapter 11 proceedings?",
-     "On July 26, 2022, Aearo Technologies and certain of its related entities"),
-    ("pdf/filings/3M_2022_10K.pdf", "How much did 3M spend on research and development in 2022?",
-     "Research, development and related expenses totaled $1.9 billion, $2.0 billion and $1.9 billion"),
-    ("pdf/filings/3M_2022_10K.pdf", "Who audited 3M's internal control over financial reporting?",
-     "has been audited by PricewaterhouseCoopers LLP"),
-    ("pdf/filings/3M_2022_10K.pdf", "Where are 3M's principal executive offices?",
-     "3M Center, St. Paul, Minnesota 55144"),
-    ("pdf/filings/PEPSICO_2023Q1_EARNINGS.pdf", "What full-year 2023 organic revenue growth does PepsiCo now expect?",
-     "deliver 8 percent organic revenue growth (previously 6"),
-    ("pdf/filings/PEPSICO_2023Q1_EARNINGS.pdf", "What core effective tax rate does PepsiCo expect for 2023?",
-     "A core annual effective tax rate of 20 percent"),
-    ("pdf/filings/PEPSICO_2023Q1_EARNINGS.pdf", "How much cash will PepsiCo return to shareholders in 2023?",
-     "Total cash returns to shareholders of approximately $7.7 billion"),
-    ("pdf/filings/PEPSICO_2023Q1_EARNINGS.pdf", "What 2023 core EPS does the PepsiCo guidance imply?",
-     "imply 2023 core EPS of $7.27 (previously $7.20)"),
-    ("pdf/filings/PEPSICO_2023Q1_EARNINGS.pdf", "When did PepsiCo report its first-quarter 2023 results?",
-     "April 25, 2023 - PepsiCo, Inc. (NASDAQ: PEP) today reported results"),
-    ("pdf/filings/PEPSICO_2023Q1_EARNINGS.pdf", "How large is the expected foreign exchange translation headwind?",
-     "an approximate 2-percentage-point foreign exchange"),
-    ("pdf/papers/2020.acl-main.447.pdf", "Which tools process the PDFs in S2ORC?",
-     "using SCIENCEPARSE v3.0.09 and GROBID"),
-    ("pdf/papers/2020.acl-main.447.pdf", "How many PDFs were selected for processing?",
-     "30.5M PDFs are selected for"),
-    ("pdf/papers/2020.acl-main.447.pdf", "What is used to extract title and authors from each PDF?",
-     "We use SCIENCEPARSE to extract title and authors from each PDF"),
-    ("pdf/papers/2020.acl-main.447.pdf", "How many papers come from LaTeX source derived from arXiv?",
-     "We process 1.5M papers from LATEX source derived from arXiv"),
-    ("pdf/papers/2020.acl-main.447.pdf", "How many PDFs are associated with the initial paper clusters?",
-     "There are around 31.3M PDFs associated with approximately 200M initial paper clusters"),
-    ("pdf/papers/2020.acl-main.447.pdf", "How accurate is citation span detection from LaTeX source?",
-     "and equation detection is near-perfect"),
-    ("pdf/papers/2304.02623v1.pdf", "What are the three components of AI support for expository writing?",
-     "we argue that there are three components: 1) supporting the reading and evidence-seeking"),
-    ("pdf/papers/2304.02623v1.pdf", "How many patients find a mistake in their clinical notes?",
-     "reports that 1 in 5 patients find a mistake in their clinical notes"),
-    ("pdf/papers/2304.02623v1.pdf", "What do instruction-tuned models behave like when summarizing?",
-     "recent instruction-tuned models are merely"),
-    ("pdf/papers/2304.02623v1.pdf", "How do the authors characterize expository writing?",
-     "We characterize expository writing as evidence-based and knowledge-generating"),
-)
-
 _CSV_AGGREGATES: tuple[tuple[str, str, str | None, dict[str, str]], ...] = (
     ("csv/datasets-covid-19/worldwide-aggregate.csv", "sum", "Deaths", {}),
     ("csv/datasets-covid-19/worldwide-aggregate.csv", "max", "Confirmed", {}),
@@ -181,6 +128,7 @@ class TextRequest:
     evidence: tuple[Span, ...] = ()
     snippet: str = ""
     required: float = HIT_COVERAGE  # share of the evidence characters the passages must cover
+    slots: tuple[str, ...] = ()  # several needs in one request (two-file requests); default: the question
 
 
 @dataclass(frozen=True)
@@ -309,7 +257,7 @@ def honoured(method: str, batch: Batch) -> bool:
 def run_text(reader: Reader, parsed: Parsed, req: TextRequest, methods: Sequence[str]) -> dict[Configuration, Outcome]:
     found: dict[Configuration, Outcome] = {}
     for method in methods:
-        intent = ReadIntent(req.question, (req.question,), method=method)
+        intent = ReadIntent(req.question, req.slots or (req.question,), method=method)
         try:
             batch = reader.locate(parsed, intent, BUDGET)
         except ReaderError:
@@ -385,7 +333,7 @@ def calibrate(methods: Sequence[str], limit: int | None, sources: Sequence[str] 
     if "covidqa-dev" in sources:
         _verbatim_and_cross_file(tally, methods, limit, cache)
     pdf = PdfReader()
-    for rel, question, snippet in PDF_REQUESTS[:limit] if "pdf" in sources else ():
+    for rel, question, snippet in sets.PDF_REQUESTS[:limit] if "pdf" in sources else ():
         if not is_calibration(rel):
             raise SystemExit(f"{rel} is an EVALUATION document")
         parsed = cache.parse(pdf, rel, Path(rel).name, (DATA / rel).read_bytes)
@@ -406,15 +354,22 @@ def _verbatim_and_cross_file(tally: Tally, methods: Sequence[str], limit: int | 
     requests = [(req, doc) for req, doc in qa_requests(limit, ["covidqa-dev"])][:: sets.EVERY]
     folders = sets.folders_of({req.doc_id: doc for req, doc in requests})
     text, folder = TextReader(), FolderReader()
+    across: list[TextRequest] = []
     for req, doc in requests:
         parsed = cache.parse(text, req.doc_id, f"{req.doc_id}.txt", doc.encode)
         quote = dataclasses.replace(req, source="verbatim", question=sets.VERBATIM_PREFIX + req.question, required=1.0)
         group = group_of(parsed.kind, len(parsed.full_view), "intent", quote.question)
         tally.add(group, "verbatim", run_text(text, parsed, quote, methods))
+        shifted = sets.in_folder(folders[req.doc_id], req.doc_id, req.evidence)
+        across.append(dataclasses.replace(req, source="cross-file", evidence=shifted))
+    for i, j in sets.pairs([(r.doc_id, r.question) for r in across], folders):
+        one, two = across[i], across[j]
+        across.append(dataclasses.replace(one, question=f"{one.question}; {two.question}",
+                                          slots=(one.question, two.question), evidence=one.evidence + two.evidence))
+    for req in across:
         shelf = folders[req.doc_id]
-        across = dataclasses.replace(req, source="cross-file", evidence=sets.in_folder(shelf, req.doc_id, req.evidence))
-        group = group_of(shelf.kind, len(shelf.full_view), "intent", req.question)
-        tally.add(group, "cross-file", run_text(folder, shelf, across, methods))
+        tally.add(group_of(shelf.kind, len(shelf.full_view), "intent", req.question), "cross-file",
+                  run_text(folder, shelf, req, methods))
 
 
 class Cache:

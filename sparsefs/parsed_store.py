@@ -27,7 +27,8 @@ change or an upgrade starts cold instead of trusting an old layout.
 
 The store is bounded (bytes, LRU by last use), keeps parses that took at least
 ``min_parse_seconds`` and re-saves one whose Reader built indexes lazily since
-(a table's BM25 index): when next used, or at close (dense vectors: at close).
+(a table's BM25 index): when next used, or at close (dense vectors: at close, or when a
+background warm-up finished, :meth:`ParsedStore.save_grown`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ import shutil
 import sqlite3
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,24 +51,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import xxhash
 
 import readers
 from readers.base import Parsed
-from sparsefs import serial
+from sparsefs import parsed_entry, serial
+from sparsefs.parsed_entry import read_entry, write_entry
 
 log = logging.getLogger("sparsefs.store")
 
 RACY_NS = 2_000_000_000
 TRANSIENT_KEYS = frozenset({"columns", "floats"})  # table_ops caches, cheap to rebuild
-_MMAP_BYTES = 8 << 20  # each mmap holds a file descriptor: only for big arrays
 _PARSING_DISTS = ("pymupdf", "bm25s", "numpy", "openpyxl", "python-calamine", "orjson", "PyStemmer")
 _DAY_NS = 86_400 * 1_000_000_000
 CLOSE_TIMEOUT_S = 10.0  # an unmount must finish well inside a service's stop timeout
 _FINGERPRINT = re.compile(r"[0-9a-f]{32}")
 _READER_KEY = re.compile(r"[a-z0-9_]{1,32}(?:-[a-z0-9-]{1,12})?")
-_FILE_NAME = re.compile(r"full_view\.txt|data\.json|a[0-9]{1,6}\.npy|b[0-9]{1,6}\.bin")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS fingerprints (
     dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER,
@@ -103,7 +101,7 @@ def is_racy(st: os.stat_result, hashed_ns: int) -> bool:
 
 
 def code_version() -> str:
-    """xxh3 of the Reader sources, the codec and the parsing libraries' versions.
+    """xxh3 of the Reader sources, the codec, the entry format and the parsing libraries' versions.
 
     Any change to how an artifact is parsed (a Reader edit, a pymupdf upgrade)
     invalidates the whole store rather than trusting an old layout.
@@ -114,7 +112,7 @@ def code_version() -> str:
             digest.update(f"{dist} {metadata.version(dist)}\n".encode())
         except metadata.PackageNotFoundError:
             digest.update(f"{dist} -\n".encode())
-    sources = [*sorted(Path(readers.__file__).parent.glob("*.py")), Path(serial.__file__)]
+    sources = [*sorted(Path(readers.__file__).parent.glob("*.py")), Path(serial.__file__), Path(parsed_entry.__file__)]
     for path in sources:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -185,7 +183,7 @@ class ParsedStore:
         if not path.is_dir():
             return None
         try:
-            parsed = _read(path, self.code, fingerprint, reader)
+            parsed = read_entry(path, self.code, fingerprint, reader)
         except Exception as err:  # noqa: BLE001 - whatever is on disk, a damaged entry is a miss
             log.debug("store: dropping %s: %r", path.name, err)
             self.corrupt += 1
@@ -219,6 +217,14 @@ class ParsedStore:
             known = self._saved.get(key)
         if known is not None and _indexes_only(known[1]) != _indexes_only(_signature(parsed)):
             self._enqueue(key, parsed)
+
+    def save_grown(self, parsed: Parsed) -> None:
+        """Re-save a tracked parse whose caches grew (dense vectors after a warm-up) before close."""
+        with self._lock:
+            found = [(key, sig) for key, (ref, sig) in self._saved.items() if ref() is parsed]
+        for key, signature in found:
+            if signature != _signature(parsed):
+                self._enqueue(key, parsed)
 
     def close(self) -> None:
         """Save what grew since, flush pending writes, stop the writer, close the database."""
@@ -287,7 +293,7 @@ class ParsedStore:
 
     def _write(self, key: Key, parsed: Parsed) -> None:
         try:
-            size = _write_dir(self._path(*key), self.parsed_dir / "tmp", parsed, self.code, key)
+            size = write_entry(self._path(*key), self.parsed_dir / "tmp", parsed, self.code, key)
         except (serial.Unserializable, RecursionError, RuntimeError) as err:
             log.debug("store: not persisting %s (%s)", key, err)
             return
@@ -415,85 +421,3 @@ def _size(value: Any) -> int:
 def _snapshot(data: dict[str, Any]) -> dict[str, Any]:
     """Top-level copy (dict values copied too: Readers fill cache dicts in place)."""
     return {k: dict(v) if type(v) is dict else v for k, v in list(data.items()) if k not in TRANSIENT_KEYS}
-
-
-def _write_dir(final: Path, tmp_root: Path, parsed: Parsed, code: str, key: Key) -> int:
-    """Write one entry atomically (temp dir + rename); returns its size in bytes."""
-    encoded = serial.encode(parsed.data, {id(parsed.full_view): "full_view"})
-    tmp = tmp_root / uuid.uuid4().hex
-    tmp.mkdir()
-    try:
-        view, tree = parsed.full_view.encode("utf-8", "surrogatepass"), orjson.dumps(encoded.tree)
-        files = {"full_view.txt": _put(tmp / "full_view.txt", view), "data.json": _put(tmp / "data.json", tree)}
-        for i, array in enumerate(encoded.arrays):
-            np.save(tmp / f"a{i}.npy", array, allow_pickle=False)
-            files[f"a{i}.npy"] = (tmp / f"a{i}.npy").stat().st_size
-        for i, blob in enumerate(encoded.blobs):
-            files[f"b{i}.bin"] = _put(tmp / f"b{i}.bin", blob)
-        hashes = {name: xxhash.xxh3_64_hexdigest((tmp / name).read_bytes()) for name in files}
-        meta = {"format": serial.FORMAT, "code": code, "fingerprint": key[0], "reader": key[1], "kind": parsed.kind,
-                "chars": len(parsed.full_view), "files": files, "hashes": hashes}
-        size = _put(tmp / "meta.json", orjson.dumps(meta)) + sum(files.values())
-        _install(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return size
-
-
-def _put(path: Path, data: bytes) -> int:
-    path.write_bytes(data)
-    return len(data)
-
-
-def _install(tmp: Path, final: Path) -> None:
-    """Rename into place; an existing entry (a re-save) is swapped out first."""
-    final.parent.mkdir(exist_ok=True)
-    if final.exists():
-        trash = tmp.with_name(tmp.name + ".old")
-        os.rename(final, trash)
-        shutil.rmtree(trash, ignore_errors=True)
-    os.rename(tmp, final)
-
-
-def _read(path: Path, code: str, fingerprint: str, reader: str) -> Parsed:
-    meta = orjson.loads((path / "meta.json").read_bytes())
-    expected = (serial.FORMAT, code, fingerprint, reader)
-    if (meta["format"], meta["code"], meta["fingerprint"], meta["reader"]) != expected:
-        raise serial.Corrupt("another format, code version or artifact")
-    files: dict[str, int] = meta["files"]
-    for name, size in files.items():
-        if not _FILE_NAME.fullmatch(name) or (path / name).stat().st_size != size:
-            raise serial.Corrupt(f"{name}: size differs")
-        if not name.endswith(".txt") and not name.endswith(".json"):
-            _checked(path, name, meta)  # every side file too: a PDF's bytes, an index's arrays
-    view = _checked(path, "full_view.txt", meta).decode("utf-8", "surrogatepass")
-    tree = orjson.loads(_checked(path, "data.json", meta))
-    data = serial.decode(tree, _array_loader(path, files), _blob_loader(path, files), {"full_view": view})
-    if not isinstance(data, dict) or len(view) != meta["chars"]:
-        raise serial.Corrupt("data is not a dict")
-    return Parsed(view, str(meta["kind"]), data)
-
-
-def _checked(path: Path, name: str, meta: dict[str, Any]) -> bytes:
-    data = (path / name).read_bytes()
-    if xxhash.xxh3_64_hexdigest(data) != meta["hashes"][name]:
-        raise serial.Corrupt(f"{name}: hash differs")
-    return data
-
-
-def _array_loader(path: Path, files: dict[str, int]) -> serial.Loader:
-    def load(i: int) -> np.ndarray[Any, Any]:
-        name = f"a{i}.npy"
-        if files[name] > _MMAP_BYTES:  # copy-on-write: a Reader writing into it never touches the file
-            return np.load(path / name, allow_pickle=False, mmap_mode="c")  # type: ignore[no-any-return]
-        return np.load(path / name, allow_pickle=False)  # type: ignore[no-any-return]
-    return load
-
-
-def _blob_loader(path: Path, files: dict[str, int]) -> serial.Loader:
-    def load(i: int) -> bytes:
-        name = f"b{i}.bin"
-        if name not in files:
-            raise serial.Corrupt(f"{name} is not listed")
-        return (path / name).read_bytes()
-    return load

@@ -67,7 +67,8 @@ class Protocol:
         self.gate = gate or GateConfig()
         self.episodes = EpisodeStore(state)
         self.session = session or SessionIntent()
-        self.chooser = chooser or ConfigurationChooser()
+        saved = artifacts.store.save_grown if artifacts.store else None  # warmed vectors survive a remount
+        self.chooser = chooser or ConfigurationChooser(on_warmed=saved)
         self._locks = [threading.Lock() for _ in range(_ARTIFACT_STRIPES)]
 
     def serve(self, rel: str, request: VirtualRequest, session: str | None = None) -> Served:

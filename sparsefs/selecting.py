@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from readers import dense
@@ -69,9 +70,12 @@ class Selection:
 class ConfigurationChooser:
     """Chooses per read, remembers per episode, and teaches the cost book what reads cost."""
 
-    def __init__(self, selector: Selector | None = None, warmer: DenseWarmer | None = None) -> None:
+    def __init__(
+        self, selector: Selector | None = None, warmer: DenseWarmer | None = None,
+        on_warmed: Callable[[Parsed], None] | None = None,
+    ) -> None:
         self.selector = selector or Selector(_shipped_table())  # one cost book per mount
-        self.warmer = warmer if warmer is not None else (DenseWarmer() if warmup_enabled() else None)
+        self.warmer = warmer if warmer is not None else (DenseWarmer(on_warmed=on_warmed) if warmup_enabled() else None)
         self._by_episode: OrderedDict[str, _Tally] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -134,11 +134,28 @@ def test_the_budget_goes_to_the_best_file_and_a_match_left_out_is_a_candidate() 
     for method in ("lexical", "bm25", "region"):
         scoped = reader.locate(parsed, ReadIntent("vaccine trial", ("vaccine trial",), method=method), 600)
         assert scoped.scope.method.startswith(method)
-    tight = reader.locate(parsed, ReadIntent("vaccine trial patients; a short note", ("vaccine trial patients",
-                                                                                      "a short note")), 120)
+    slots = ("vaccine trial patients", "weather and roads")  # one file each; the budget holds one passage
+    tight = reader.locate(parsed, ReadIntent("; ".join(slots), slots), 75)
     labels = {item.anchor.label for item in tight.items}
+    statuses = sorted(cov.status for cov in tight.coverage)
+    assert statuses == ["matched", "unresolved"], [(c.status, c.anchors) for c in tight.coverage]
     for cov in tight.coverage:
         assert set(cov.anchors) <= labels  # matched only by what was sent
+        if cov.status == "unresolved":  # the other file's match, left out by the budget: a candidate
+            assert cov.candidates and not any(c in labels for c in cov.candidates)
+
+
+def test_passage_scores_are_compared_relative_to_their_file() -> None:
+    from readers.base import ReadIntent
+
+    notes = ("Meeting notes. " + "The sales figures for the north region were discussed at length. " * 3 + "\n\n") * 20
+    table = "region,sales\n" + "".join(f"north,{i}\nsouth,{i * 2}\n" for i in range(200))
+    files = {"notes.txt": notes.encode(), "sales.csv": table.encode()}
+    reader = FolderReader()
+    parsed = reader.parse_collection(MemoryCollection(files))
+    batch = reader.locate(parsed, ReadIntent("north region sales figures", ("north region sales figures",)), 1500)
+    files_sent = {item.anchor.label.split(":")[0] for item in batch.items}
+    assert "notes.txt" in files_sent  # raw scores let the table's larger scale fill the pack with rows
 
 
 # -- through the Core (what the mount serves) ------------------------------------------
