@@ -33,6 +33,7 @@ output is switched off (the daemon's stderr stays clean).
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -65,7 +66,9 @@ MUPDF_ERRORS: tuple[type[Exception], ...] = (
 """What mupdf raises on a damaged file; anything else is a bug and propagates."""
 MUPDF_LOCK = threading.RLock()
 """PyMuPDF is not thread-safe (one global mupdf context; find_tables flips global
-settings): every use of it in the PDF Reader holds this lock."""
+settings): every use of it in the PDF Reader holds this lock. A fork waits for
+it (mupdf idle, its lock free), so a forked child never inherits it held."""
+os.register_at_fork(before=MUPDF_LOCK.acquire, after_in_parent=MUPDF_LOCK.release, after_in_child=MUPDF_LOCK.release)
 _BOLD = 16  # span flag bit
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _RAW_HINT = "read the original bytes with @raw (e.g. pdftotext file.pdf - | less)"

@@ -62,6 +62,15 @@ _loaded: dict[str, Reader] = {}
 _lock = threading.Lock()
 
 
+def _free_lock_in_child() -> None:
+    """A forked child (a bounded parse) inherits this lock held if another thread held it: start it free."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_free_lock_in_child)
+
+
 def register(registration: Registration) -> None:
     """Add a Reader; later registrations are tried first within their group."""
     with _lock:

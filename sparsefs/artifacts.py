@@ -16,18 +16,22 @@ can be persisted safely. Without a store the behaviour is memory-only.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import stat
 import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import xxhash
 
 from readers import registry
 from readers.base import ArtifactTooLarge, Parsed, Reader, ReaderError, UnsupportedArtifact
 from readers.folder import FolderReader
+from sparsefs.bounded import BoundExceeded, Bounds, run_bounded
 from sparsefs.collection import DirectoryCollection, Listing, walk
 from sparsefs.parsed_store import ParsedStore, is_racy
 from sparsefs.rootfs import SourceRoot
@@ -37,7 +41,8 @@ StatKey = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns: 
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 _HEAD_BYTES = 8192
 _FOLDER = FolderReader()
-_PARSE_STRIPES = 16
+_MAX_OVERRAN = 256
+_TRANSIENT_OVERRUN_S = 60.0  # a timeout or a death may be the machine's load: parse again after this
 
 
 def stat_key(st: os.stat_result) -> StatKey:
@@ -90,9 +95,15 @@ class ArtifactCache:
     """Loads artifacts through the source root; thread-safe, bounded."""
 
     def __init__(
-        self, root: SourceRoot, max_parsed_chars: int = 256 * 1024 * 1024, store: ParsedStore | None = None,
+        self,
+        root: SourceRoot,
+        max_parsed_chars: int = 256 * 1024 * 1024,
+        store: ParsedStore | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
         self.root = root
+        self.bounds = bounds and replace(bounds, result_bytes=min(bounds.result_bytes, 2 * max_parsed_chars))
+        # None: parse in this process (tests, benchmarks); the daemon bounds every parse
         self.store = store
         self.max_parsed_chars = max_parsed_chars
         self._fingerprints: dict[StatKey, str] = {}
@@ -102,8 +113,11 @@ class ArtifactCache:
         self._hashed: set[str] = set()
         self._readers: dict[tuple[str, str], Reader] = {}  # (fingerprint, name variant) -> its Reader
         self._lock = threading.Lock()
-        self._parse_locks = [threading.Lock() for _ in range(_PARSE_STRIPES)]
+        self._parse_locks: dict[tuple[str, str], tuple[threading.Lock, list[int]]] = {}  # key -> (lock, [users])
         self._racy: set[StatKey] = set()
+        self._current: dict[str, tuple[tuple[str, str], int]] = {}  # path -> (parse key, ctime_ns) of its latest
+        self._holders: Counter[tuple[str, str]] = Counter()  # parse key -> how many paths are that version
+        self._overran: OrderedDict[tuple[str, str], tuple[BoundExceeded, float]] = OrderedDict()  # -> (err, until)
         self.parses = 0
         self.disk_loads = 0
 
@@ -169,8 +183,11 @@ class ArtifactCache:
         """xxh3-128 over each member's path and content fingerprint (else its stat key)."""
         digest = xxhash.xxh3_128()
         for member, key in zip(listing.members, listing.keys, strict=True):
-            digest.update(f"{member.rel}\0{self._member_version(_join(rel, member.rel), key)}\n".encode(
-                "utf-8", "surrogateescape"))
+            digest.update(
+                f"{member.rel}\0{self._member_version(_join(rel, member.rel), key)}\n".encode(
+                    "utf-8", "surrogateescape"
+                )
+            )
         digest.update(f"left-out {listing.left_out}".encode())
         return digest.hexdigest()
 
@@ -236,7 +253,26 @@ class ArtifactCache:
         parsed = self._parse(fingerprint, reader, os.path.basename(rel), data)
         with self._lock:
             self._readers[(fingerprint, variant(rel))] = reader
+            self._supersede(rel, _parse_key(fingerprint, reader, rel), key[4])
         return Artifact(rel, fingerprint, key, reader, parsed)
+
+    def _supersede(self, rel: str, cache_key: tuple[str, str], ctime_ns: int) -> None:
+        """With the lock held: ``rel`` is now this version, and the one it replaces leaves memory unless
+        another path still is that version (the store keeps it for a revert). Without this, a file saved
+        every few seconds kept every past parse until the character bound, gigabytes later. A load of an
+        older version (by ctime) that finishes after a newer one's replaces nothing."""
+        old, old_ctime = self._current.get(rel, (None, 0))
+        if old == cache_key or (old is not None and ctime_ns < old_ctime):
+            return
+        self._current[rel] = (cache_key, ctime_ns)
+        self._holders[cache_key] += 1
+        if old is None:
+            return
+        self._holders[old] -= 1
+        if self._holders[old] <= 0:
+            del self._holders[old]
+            dropped = self._parsed.pop(old, None)
+            self._parsed_chars -= len(dropped.full_view) if dropped is not None else 0
 
     def mark_dirty(self, rel: str) -> None:
         """``rel`` was written: rehash on next load even if (size, mtime) look equal.
@@ -248,6 +284,17 @@ class ArtifactCache:
         if rel in self._hashed and rel not in self._dirty:
             with self._lock:
                 self._dirty.add(rel)
+        if rel in self._current and not self.root.exists(rel):
+            self._forget_path(rel)
+
+    def _forget_path(self, rel: str) -> None:
+        """``rel`` was removed or renamed away: it no longer holds its version (its parse stays in the LRU)."""
+        with self._lock:
+            old, _ = self._current.pop(rel, (None, 0))
+            if old is not None:
+                self._holders[old] -= 1
+                if self._holders[old] <= 0:
+                    del self._holders[old]
 
     def _take_dirty(self, rel: str) -> bool:
         with self._lock:
@@ -296,7 +343,7 @@ class ArtifactCache:
     def _parse(self, fingerprint: str, reader: Reader, name: str, data: bytes) -> Parsed:
         """Parse once per (fingerprint, Reader, name variant): concurrent loads of one version wait."""
         cache_key = _parse_key(fingerprint, reader, name)
-        with self._parse_locks[hash(cache_key) % _PARSE_STRIPES]:
+        with self._parse_lock(cache_key):
             with self._lock:
                 if cache_key in self._parsed:
                     self._parsed.move_to_end(cache_key)
@@ -306,11 +353,45 @@ class ArtifactCache:
                 self._remember(cache_key, stored, parsed_now=False)
                 return stored
             started = time.perf_counter()
-            parsed = reader.parse(BytesSource(name, data))
+            parsed = self._run_parse(cache_key, reader, BytesSource(name, data))
             if self.store is not None:
                 self.store.save(*cache_key, parsed, time.perf_counter() - started)
             self._remember(cache_key, parsed)
         return parsed
+
+    @contextmanager
+    def _parse_lock(self, cache_key: tuple[str, str]) -> Iterator[None]:
+        """One lock per version being parsed, never shared: a parse that hangs until its bound
+        holds up only the requests for that same version."""
+        with self._lock:
+            lock, users = self._parse_locks.setdefault(cache_key, (threading.Lock(), [0]))
+            users[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                users[0] -= 1
+                if not users[0]:
+                    del self._parse_locks[cache_key]
+
+    def _run_parse(self, cache_key: tuple[str, str], reader: Reader, source: BytesSource) -> Parsed:
+        """Parse, under the bounds when there are any. A version that overran is answered at once after:
+        for good if the overrun is ``lasting`` (memory, result size), for a while if not (time, death)."""
+        if self.bounds is None or not self.bounds.isolates(reader.name, source.data):
+            return reader.parse(source)
+        with self._lock:
+            err, until = self._overran.get(cache_key, (None, 0.0))
+        if err is not None and time.monotonic() < until:
+            raise BoundExceeded(err.message, err.hint, err.lasting)
+        try:
+            return run_bounded(lambda: reader.parse(source), self.bounds, f"{reader.name} Reader")
+        except BoundExceeded as err:
+            with self._lock:
+                self._overran[cache_key] = (err, math.inf if err.lasting else time.monotonic() + _TRANSIENT_OVERRUN_S)
+                while len(self._overran) > _MAX_OVERRAN:
+                    self._overran.popitem(last=False)
+            raise
 
     def _remember(self, cache_key: tuple[str, str], parsed: Parsed, parsed_now: bool = True) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 import threading
 import time
 from typing import Protocol
@@ -39,6 +40,7 @@ class KernelOps:
         self.timeout_s = timeout_s
         self.nodes = NodeTable(core.root.lstat("").st_ino)
         self.files = FileOps(core, self.nodes, device)
+        self._last: dict[int, os.stat_result | dict[str, int]] = {}  # nodeid -> attributes last handed out
         self._context = threading.local()
         self.dirs = DirectoryOps(core, self.nodes, self._entry, self.real_entry)
         core.caller_pid = self._caller_pid
@@ -53,8 +55,8 @@ class KernelOps:
 
     def _path(self, nodeid: int) -> str:
         path = self.nodes.path(nodeid)
-        if path is None:
-            raise OSError(errno.ENOENT, "no longer in the tree")
+        if path is None:  # ESTALE: the kernel looks the name up again (see kernel_files._need)
+            raise OSError(errno.ESTALE, "no longer in the tree")
         return path
 
     def _child(self, request: k.Request, count: int = 1, skip: int = 0) -> tuple[str, ...]:
@@ -65,6 +67,7 @@ class KernelOps:
     # ---- attributes --------------------------------------------------------
     def _entry(self, parent: int, name: str, attrs: dict[str, int]) -> bytes:
         node = self.nodes.remember(parent, name, attrs["st_ino"], generated=is_virtual_ino(attrs["st_ino"]))
+        self._last[node.nodeid] = attrs
         return k.pack_entry(node.nodeid, attrs, self._timeout(node))
 
     def _timeout(self, node: Node) -> float:
@@ -101,6 +104,7 @@ class KernelOps:
 
     def real_entry(self, parent: int, name: str, st: os.stat_result) -> bytes:
         node = self.nodes.remember(parent, name, st.st_ino)
+        self._last[node.nodeid] = st
         return k.pack_entry_stat(node.nodeid, st, self.timeout_s)
 
     def getattr(self, request: k.Request) -> bytes:
@@ -108,7 +112,11 @@ class KernelOps:
         node = self.nodes.get(request.nodeid)
         if not node.generated and self.files.core_fh(fh) is None:
             opened = self.files.with_keeper(node, os.fstat)
-            st = opened if opened is not None else self.core.root.lstat(self._path(node.nodeid)[1:])
+            path = self.nodes.path(node.nodeid) if opened is None else None
+            if opened is None and path is None:  # removed: as Linux, its last attributes, no links
+                return k.pack_attr_out(self._removed_attrs(node), self.timeout_s)
+            st = opened if opened is not None else self.core.root.lstat((path or "/")[1:])
+            self._last[node.nodeid] = st
             return k.pack_attr_out_stat(st, self.timeout_s)
         return k.pack_attr_out(self._attrs(node, fh if flags & k.GETATTR_FH else None), self._timeout(node))
 
@@ -149,8 +157,19 @@ class KernelOps:
 
     def access(self, request: k.Request) -> bytes:
         (mask,) = k.U32.unpack_from(request.body)
-        self.core.access(self._path(request.nodeid), mask)
+        path = self.nodes.path(request.nodeid)
+        if path is None:
+            _check_access(self._removed_attrs(self.nodes.get(request.nodeid)), request, mask)
+        else:
+            self.core.access(path, mask)
         return b""
+
+    def _removed_attrs(self, node: Node) -> dict[str, int]:
+        """A removed node's attributes as last handed out, with no links (fstat on a removed file or cwd)."""
+        last = self._last.get(node.nodeid)
+        if last is None:
+            raise OSError(errno.ESTALE, "no longer in the tree")
+        return {**(stat_dict(last) if isinstance(last, os.stat_result) else last), "st_nlink": 0}
 
     def statfs(self, request: k.Request) -> bytes:
         return k.pack_statfs(self.core.statfs("/"))
@@ -287,6 +306,7 @@ class KernelOps:
     def _forget(self, nodeid: int, count: int) -> None:
         node = self.nodes.forget(nodeid, count)
         if node is not None:
+            self._last.pop(nodeid, None)
             self.files.forgotten(node)
 
     # ---- invalidation --------------------------------------------------------
@@ -322,3 +342,15 @@ class _PathOp(Protocol):
 
 class _FdOp(Protocol):
     def __call__(self, fd: int, /) -> object: ...
+
+
+def _check_access(attrs: dict[str, int], caller: k.Request, mask: int) -> None:
+    """access(2) from the mode bits, for a node no path reaches any more (root: all but X on a plain file)."""
+    mode = attrs["st_mode"]
+    if caller.uid == 0:
+        allowed = os.R_OK | os.W_OK | (os.X_OK if mode & 0o111 or stat.S_ISDIR(mode) else 0)
+    else:
+        shift = 6 if caller.uid == attrs["st_uid"] else 3 if caller.gid == attrs["st_gid"] else 0
+        allowed = (mode >> shift) & 0o7
+    if mask & ~allowed & 0o7:
+        raise OSError(errno.EACCES, "permission denied")

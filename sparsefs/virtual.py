@@ -32,7 +32,7 @@ def is_virtual_ino(ino: int) -> bool:
 
 def _attrs(rel: str, st: os.stat_result, size: int) -> dict[str, int]:
     return {
-        "st_mode": stat.S_IFREG | 0o444, "st_ino": virtual_ino(rel), "st_nlink": 1, "st_size": size,
+        "st_mode": stat.S_IFREG | (st.st_mode & 0o444), "st_ino": virtual_ino(rel), "st_nlink": 1, "st_size": size,
         "st_uid": st.st_uid, "st_gid": st.st_gid, "st_atime": st.st_atime_ns, "st_mtime": st.st_mtime_ns,
         "st_ctime": st.st_ctime_ns, "st_blksize": 4096, "st_blocks": (size + 511) // 512,
     }
