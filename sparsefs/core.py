@@ -28,6 +28,7 @@ from sparsefs.artifacts import ArtifactCache
 from sparsefs.control import CONTROL_DIR, SESSION_FILE, ControlTree
 from sparsefs.evidence import EvidenceFiles
 from sparsefs.freshness import check_core_open
+from sparsefs.guard import Guard
 from sparsefs.intents import SessionIntent
 from sparsefs.protocol import Protocol
 from sparsefs.rootfs import SourceRoot, relative, stat_dict
@@ -61,10 +62,12 @@ class _Generated:
     pin: tuple[int, str] | None = None
     draft: bytearray | None = None  # the session file's shared draft, for a writer
     append: bool = False
+    size: int | None = None  # what stat reports if not the content's size: a guard card reports its file's
 
     def stat(self) -> dict[str, int]:
-        """What fstat on this handle reports: always the size of what it serves."""
+        """What fstat on this handle reports: the size of what it serves (a guard card: the file's)."""
         size = os.fstat(self.log_fd).st_size if self.log_fd >= 0 else len(self.content())
+        size = size if self.size is None else self.size
         return self.attrs | {"st_size": size, "st_blocks": (size + 511) // 512}
 
     def content(self) -> bytes:
@@ -97,6 +100,7 @@ class Core:
         self._handles_lock = threading.Lock()
         self._pinned: dict[tuple[int, str], int] = {}
         self.caller_pid: Callable[[], int | None] = lambda: None
+        self.guard: Guard | None = None  # set by the daemon with --guard-pid / --guard-comm
 
     # ---- lifecycle -------------------------------------------------------
     @property
@@ -191,6 +195,8 @@ class Core:
             return self._open_generated(self._control_content(path, flags))
         rel = relative(path)
         check_core_open(self, rel)  # on-access mode only: an outside change since the last open invalidates
+        if self.guard is not None and flags & WRITE_FLAGS:
+            self.guard.written(rel)  # never card a file the agent writes (it may write a card back)
         try:
             return OpenResult(self.root.open_regular(rel, flags & ~os.O_CREAT), direct_io=False)
         except OSError as err:
@@ -198,9 +204,23 @@ class Core:
                 raise
             return self._open_virtual(rel, flags)
 
+    def guard_open(self, path: str, flags: int, accept: Callable[[], bool] = lambda: True) -> OpenResult | None:
+        """A guard card instead of a real file (sparsefs.guard), or None: open it as usual.
+
+        Both backends ask before their own open; the card keeps the file's attributes. ``accept``
+        is asked once the card is built (the kernel backend: no passthrough open arrived meanwhile)."""
+        if self.guard is None or flags & WRITE_FLAGS or _is_control(path):
+            return None
+        card = self.guard.card(relative(path), flags, self.caller_pid(), accept)
+        if card is None:
+            return None
+        return self._open_generated(_Generated(attrs=card.attrs, data=card.content, size=card.attrs["st_size"]))
+
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
         rel = self._writable_rel(path)
         fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
+        if self.guard is not None:
+            self.guard.written(rel)
         self._source_changed(rel)
         return OpenResult(fd, direct_io=False)
 
@@ -231,6 +251,8 @@ class Core:
             raise OSError(errno.EBADF, "no path and no handle")
         else:
             self.root.truncate(self._writable_rel(path), length)
+        if path is not None and self.guard is not None:
+            self.guard.written(relative(path))
         if path is not None:
             self._source_changed(relative(path))
 
@@ -296,6 +318,8 @@ class Core:
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         old_rel, new_rel = self._writable_rel(old), self._writable_rel(new)
         self.root.rename(old_rel, new_rel, flags)
+        if self.guard is not None:
+            self.guard.written(new_rel)
         self._source_changed(old_rel)
         self._source_changed(new_rel)
 

@@ -98,7 +98,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def open(self, path: str, fi: Any) -> int:
-        result = self.core.open(path, fi.flags)
+        result = self.core.guard_open(path, fi.flags) or self.core.open(path, fi.flags)
         fi.fh, fi.direct_io = result.fh, int(result.direct_io)
         fi.keep_cache = 0 if result.direct_io else 1
         return 0

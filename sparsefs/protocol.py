@@ -95,6 +95,23 @@ class Protocol:
             self._save_episode(served.pack.episode)
         return replace(served, version=artifact.fingerprint)
 
+    def record_plain_read(self, rel: str) -> tuple[str, int, int]:
+        """A plain read of the whole file after a guard card (sparsefs.guard): the full view's exposure
+        in the artifact's episode, which it closes like @full. (episode id, chars newly exposed, L)."""
+        artifact = self.artifacts.load(rel)
+        length = len(artifact.parsed.full_view)
+        with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
+            before = self.episodes.current_id(rel)
+            episode = self.episodes.ensure(rel, artifact.fingerprint, "full", "plain read", length)
+            if before is not None and before != episode.id:
+                self.chooser.settle(before)
+            episode.reads += 1
+            admission = deliver_full_view(episode.budget)
+            episode.budget, episode.retired = admission.budget, True
+            episode.close_reason = "plain read of the whole file (after the guard card)"
+            self._save_episode(episode.id)
+        return episode.id, admission.delivered_chars, length
+
     def _save_episode(self, episode_id: str | None) -> None:
         episode = self.episodes.get(episode_id) if episode_id else None
         if episode is not None:

@@ -11,6 +11,12 @@ from typing import Any
 
 import orjson
 
+# sparsefs.guard: read-only opens of real files by guarded processes, cards served (and their characters),
+# plain reads after a card, and opens the guard failed open on (an error, a kernel race: real bytes). Cards
+# and insisted reads also count in chars_exposed / full_view_chars_of_packs (their log lines are packs').
+GUARD_COUNTERS = ("guard_plain_reads", "guard_cards", "guard_card_chars", "guard_insisted_reads",
+                  "guard_fail_open")
+
 
 class Stats:
     """Thread-safe counters; every number here is counted, never estimated."""
@@ -35,6 +41,7 @@ class Stats:
             "exact_results": 0,
             "chars_exposed": 0,
             "full_view_chars_of_packs": 0,
+            **dict.fromkeys(GUARD_COUNTERS, 0),
         }
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,6 +63,14 @@ class Stats:
             self.counters["fallbacks"] += entry["decision"] == "fallback"
             self.counters["previews"] += entry["decision"] == "preview"
             self.counters["exact_results"] += entry["decision"] == "exact"
+
+    def record_guard(self, entry: dict[str, Any], counts: dict[str, int]) -> None:
+        """Append a guard event's log line (stamped now) and add its counts (sparsefs.guard)."""
+        line = orjson.dumps({"time": round(time.time(), 3), **entry}) + b"\n"
+        with self._lock:
+            os.write(self._log_fd, line)
+            for name, amount in counts.items():
+                self.counters[name] += amount
 
     def log_size(self) -> int:
         return os.fstat(self._log_fd).st_size
