@@ -10,8 +10,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sparsefs import backends, mounts
+from sparsefs import backends, cli_tools, mounts
 from sparsefs.daemon import MountError, MountPlan, configure_logging, plan_mount, run
+from sparsefs.guard import DEFAULT_THRESHOLD, KIND_EXTENSIONS, parse_kinds
 
 READY_TIMEOUT_S = 20.0
 
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--session-intent", metavar="TEXT",
                        help="the session's standing objective; fills in what an access intent leaves out "
                             "(change it later by writing .sparsefs/session)")
+    _guard_arguments(mount)
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     umount = sub.add_parser("umount", help="unmount MNT and wait for its daemon to exit")
     umount.add_argument("mountpoint", metavar="MNT")
@@ -55,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check /dev/fuse, libfuse, fusermount and permissions; say how to fix each")
     demo = sub.add_parser("demo", help="mount a bundled sample workspace and show a plain and an evidence read")
     demo.add_argument("--keep", action="store_true", help="leave the demo mounted")
+    sub.add_parser("skill", help="print the agent guide (.sparsefs/SKILL.md)").set_defaults(handler=cmd_skill)
+    cli_tools.register(sub)  # read, mcp, index, stats, report
     return parser
 
 
@@ -63,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"mount": cmd_mount, "umount": cmd_umount, "doctor": cmd_doctor, "demo": cmd_demo,
                 "episodes": cmd_episodes}
     try:
-        return handlers[args.command](args)
+        return (handlers.get(args.command) or args.handler)(args)
     except MountError as err:
         print(f"sparsefs: {err}", file=sys.stderr)
         return 2
@@ -73,6 +77,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
     plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
                                session_intent=args.session_intent)
+    plan = _guard_plan(args, plan)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
         configure_logging(args.verbose)
@@ -86,6 +91,9 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
                "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
     command += ["--spin-us", str(plan.spin_us)] if plan.spin_us is not None else []
     command += ["--session-intent", plan.session_intent] if plan.session_intent is not None else []
+    command += [f"--guard-pid={pid}" for pid in plan.guard_pids] + [f"--guard-threshold={plan.guard_threshold}"]
+    command += [f"--guard-comm={','.join(plan.guard_comms)}"] if plan.guard_comms else []
+    command += [f"--guard-kinds={','.join(plan.guard_kinds)}"] if plan.guard_kinds else []
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
                                       ("--verbose", args.verbose)) if on]
     with open(log_path, "ab") as log:
@@ -101,6 +109,40 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     print(f"mounted {plan.mountpoint} ({mode}, {plan.backend} backend); daemon pid {child.pid}; log {log_path}")
     if plan.in_place:
         print(f"shells already inside {plan.mountpoint} still see the directory below: run 'cd .' there")
+    return 0
+
+
+def _guard_arguments(mount: argparse.ArgumentParser) -> None:
+    """sparsefs.guard: plain reads of large artifacts by these processes get a card that says how to ask."""
+    mount.add_argument("--guard-pid", type=int, action="append", default=[], metavar="PID",
+                       help="guard this process and all its descendants (repeatable): a plain read of a large "
+                            "document gets a short card with how to ask, once per file (docs/SEMANTICS.md)")
+    mount.add_argument("--guard-comm", action="append", default=[], metavar="NAME,...",
+                       help="guard processes with these names (and their descendants)")
+    mount.add_argument("--guard-kinds", type=_kinds, default=None, metavar="KIND,...",
+                       help=f"card only these kinds of files (default all: {','.join(KIND_EXTENSIONS)})")
+    mount.add_argument("--guard-threshold", type=int, default=DEFAULT_THRESHOLD, metavar="CHARS",
+                       help=f"card only files whose full view is longer (default {DEFAULT_THRESHOLD:,})")
+
+
+def _guard_plan(args: argparse.Namespace, plan: MountPlan) -> MountPlan:
+    comms = tuple(name.strip() for given in args.guard_comm for name in given.split(",") if name.strip())
+    return dataclasses.replace(plan, guard_pids=tuple(args.guard_pid), guard_comms=comms,
+                               guard_threshold=max(0, args.guard_threshold),
+                               guard_kinds=tuple(sorted(args.guard_kinds or ())))
+
+
+def _kinds(text: str) -> frozenset[str]:
+    try:
+        return parse_kinds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def cmd_skill(args: argparse.Namespace) -> int:
+    from sparsefs.control import skill_text
+
+    sys.stdout.write(skill_text().decode())
     return 0
 
 

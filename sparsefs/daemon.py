@@ -13,11 +13,15 @@ import xxhash
 
 from sparsefs import backends
 from sparsefs.artifacts import ArtifactCache
+from sparsefs.bounded import Bounds
 from sparsefs.core import Core
 from sparsefs.freshness import Freshness
+from sparsefs.guard import DEFAULT_THRESHOLD, KIND_EXTENSIONS, Guard, GuardConfig
+from sparsefs.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.mounts import find_mount, is_stale, unmount
 from sparsefs.parsed_store import ParsedStore, open_store
 from sparsefs.rootfs import SourceRoot
+from sparsefs.sdnotify import Readiness
 from sparsefs.state import StateDB, StateDirBusy, StateLock
 from sparsefs.stats import Stats
 from sparsefs.watcher import watch_source
@@ -42,6 +46,10 @@ class MountPlan:
     readers: int = 1  # kernel backend: threads reading /dev/fuse
     spin_us: int | None = None  # kernel backend: poll /dev/fuse this long before sleeping (None: default)
     session_intent: str | None = None  # None: keep the one the last mount of this source left
+    guard_pids: tuple[int, ...] = ()  # sparsefs.guard: these processes and their descendants are guarded
+    guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
+    guard_threshold: int = DEFAULT_THRESHOLD  # full-view characters above which a guarded plain read is carded
+    guard_kinds: tuple[str, ...] = ()  # sparsefs.guard KIND_EXTENSIONS names; () means all
 
     @property
     def in_place(self) -> bool:
@@ -76,7 +84,7 @@ def _check_state_dir(state: Path) -> None:
     """Refuse early (before a background daemon starts) when a live mount holds the state dir."""
     probe = StateLock(state)
     try:
-        probe.acquire()
+        acquire_for_mount(probe)  # a reader (sparsefs read, MCP, the API) holds it for moments: wait for it
     except StateDirBusy as err:
         raise MountError(str(err)) from None
     except OSError:
@@ -113,32 +121,65 @@ def run(plan: MountPlan) -> int:
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     lock = StateLock(plan.state_dir)
     try:
-        lock.acquire()
+        acquire_for_mount(lock)
     except StateDirBusy as err:
         raise MountError(str(err)) from None
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
-    stats = Stats(plan.state_dir / "log.jsonl", backend=plan.backend)
-    state = _open_state(plan.state_dir)
-    store = _open_store(plan.state_dir)
-    core = Core(root, stats, state=state, session_intent=plan.session_intent,
-                artifacts=ArtifactCache(root, store=store))
+    write_info(plan.state_dir, MountInfo(os.getpid(), str(plan.source), str(plan.mountpoint), root.fd,
+                                         str(plan.state_dir)))
+    core = build_core(root, plan.state_dir, plan.backend, plan.session_intent)
+    core.guard = _guard(plan, core)
     watcher = _start_watcher(plan, core)
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
+    readiness = Readiness(core)  # Type=notify: READY=1 once the mount answers
     try:
         serve(core, str(plan.mountpoint), plan.allow_other)
     finally:
+        readiness.stopping()
         if watcher is not None:
             watcher.stop()
-        core.protocol.chooser.close()  # the dense warm-up stops between batches
-        if store is not None:
-            store.close()  # saves indexes built since, flushes the queue
-        stats.close()
-        if state is not None:
-            state.close()
+        close_core(core)
         root.close()
         lock.release()
     return 0
+
+
+def build_core(root: SourceRoot, state_dir: Path, backend: str, session_intent: str | None = None,
+               artifacts: ArtifactCache | None = None) -> Core:
+    """The Core every surface serves through (a mount, ``sparsefs read``, the API, MCP), built one way: the
+    state database, parsed store and pack log of ``state_dir``, and the parse bounds of the environment
+    (sparsefs.bounded). ``artifacts``: a cache kept warm across cores (MCP); it must read ``root``."""
+    stats = Stats(state_dir / "log.jsonl", backend=backend)
+    if artifacts is None:
+        artifacts = build_artifacts(root, state_dir)
+    return Core(root, stats, state=_open_state(state_dir), session_intent=session_intent, artifacts=artifacts)
+
+
+def build_artifacts(root: SourceRoot, state_dir: Path) -> ArtifactCache:
+    """Parsed artifacts of ``root``, stored in ``state_dir``, each parse under the environment's bounds."""
+    return ArtifactCache(root, store=_open_store(state_dir), bounds=Bounds.from_env())
+
+
+def close_core(core: Core, keep_artifacts: bool = False) -> None:
+    """Stop background work, then save what grew; the stats log closes after its last writer."""
+    core.protocol.chooser.close()  # the dense warm-up stops between batches
+    if core.guard is not None:
+        core.guard.close()  # its background log lines stop before the stats log closes
+    if core.artifacts.store is not None and not keep_artifacts:
+        core.artifacts.store.close()  # saves indexes built since, flushes the queue
+    core.stats.close()
+    if core.state is not None:
+        core.state.close()
+
+
+def _guard(plan: MountPlan, core: Core) -> Guard | None:
+    """The plain-read guard, when the mount names processes to guard."""
+    if not plan.guard_pids and not plan.guard_comms:
+        return None
+    kinds = frozenset(plan.guard_kinds or KIND_EXTENSIONS)
+    config = GuardConfig(frozenset(plan.guard_pids), frozenset(plan.guard_comms), plan.guard_threshold, kinds)
+    return Guard(config, core.root, core.protocol, core.stats, str(plan.mountpoint))
 
 
 def _open_state(state_dir: Path) -> StateDB | None:

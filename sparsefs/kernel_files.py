@@ -83,6 +83,9 @@ class FileOps:
 
     def open(self, node: Node, flags: int) -> bytes:
         check_kernel_open(self, node)  # on-access mode only (sparsefs.freshness): may let go of a replaced file
+        card = self._guard_card(node, flags)
+        if card is not None:
+            return self._core_open(node, card, flags)
         if not self._by_passthrough(node):
             return self._core_open(node, self.core.open(_need(self.nodes.path(node.nodeid)), flags), flags)
         with node.lock:
@@ -95,6 +98,21 @@ class FileOps:
             reply = self._passthrough_open(node, flags)
         self._busy(node)
         return reply
+
+    def _guard_card(self, node: Node, flags: int) -> OpenResult | None:
+        """A guard card (sparsefs.guard), served with direct_io; only while no passthrough open holds
+        the node: the kernel refuses a non-passthrough open beside one (the reader then gets the bytes).
+        Checked again under the node's lock once the card is built; a passthrough open that lands
+        between that check and this reply is the one race left (the reader then gets EIO)."""
+        if self.core.guard is None or node.generated or flags & _WRITE_MODES or node.open_count > 0:
+            return None
+        path = self.nodes.path(node.nodeid)
+        return None if path is None else self.core.guard_open(path, flags, lambda: self._unopened(node))
+
+    @staticmethod
+    def _unopened(node: Node) -> bool:
+        with node.lock:
+            return node.open_count == 0
 
     def open_created(self, node: Node, result: OpenResult, flags: int) -> bytes:
         """The open half of CREATE, for the fd the core created the file with."""
@@ -268,8 +286,10 @@ class FileOps:
 
 
 def _need(path: str | None) -> str:
+    """ESTALE, not ENOENT, for a node that left the tree (replaced by a rename, say): the kernel then
+    walks the path again (LOOKUP_REVAL) and opens what the name holds now, as a native open would."""
     if path is None:
-        raise OSError(errno.ENOENT, "no longer in the tree")
+        raise OSError(errno.ESTALE, "no longer in the tree")
     return path
 
 

@@ -1,0 +1,99 @@
+"""`sparsefs stats` / `sparsefs report`: the pack log summed per read unit, kind and episode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sparsefs.cli import main
+from sparsefs.report import load, render_text
+
+ENTRIES = [
+    {"artifact": "a.md", "fingerprint": "f1", "episode": "e1", "exposed": 1000, "L": 10000, "decision": "sparse"},
+    {"artifact": "a.md", "fingerprint": "f1", "episode": "e1", "exposed": 500, "L": 10000, "decision": "sparse"},
+    {"artifact": "a.md", "fingerprint": "f1", "episode": None, "exposed": 300, "L": 10000, "decision": "preview"},
+    {"artifact": "s.csv", "fingerprint": "f2", "episode": None, "exposed": 50, "L": 8000, "decision": "exact"},
+    {"artifact": "r.pdf", "fingerprint": "f3", "episode": "e2", "exposed": 4000, "L": 4000, "decision": "fallback"},
+]
+
+
+def write_log(state: Path) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    lines = [orjson.dumps({"time": 1.0, **entry}) for entry in ENTRIES]
+    (state / "log.jsonl").write_bytes(b"\n".join([*lines, b"{not json"]) + b"\n")
+
+
+def sparsefs(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sparsefs", *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """The same command through ``cli.main`` (no interpreter start-up)."""
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def test_units_count_one_full_read_each(tmp_path: Path) -> None:
+    write_log(tmp_path)
+    report = load(tmp_path / "log.jsonl")
+    totals = report.totals()
+    assert (totals.packs, totals.exposed, totals.full_view) == (5, 5850, 22000)  # the preview shares e1's read
+    assert report.bad_lines == 1 and report.decisions()["fallback"] == 1
+    kinds = report.by_kind()
+    assert list(kinds) == ["md", "csv", "pdf"] and kinds["md"].exposed == 1800 and kinds["csv"].ratio == 0.0063
+    assert [unit.key for unit in report.episodes()] == ["e1", "e2"]
+
+
+def test_stats_and_report_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "state"
+    write_log(state)
+    summary = orjson.loads(sparsefs("stats", "--state-dir", str(state), "--json").stdout)
+    assert summary["chars_saved"] == 22000 - 5850 and summary["packs_served"] == 5
+    code, text = in_process(capsys, "stats", "--state-dir", str(state))
+    assert code == 0 and "fallbacks to the full view: 1" in text and "e2" in text and "r.pdf" in text
+    out = tmp_path / "out"
+    result = sparsefs("report", "--state-dir", str(state), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    page = (out / "index.html").read_text()
+    assert "<img src='chart.png'" in page and "<td>e1<td>a.md<td>2<td>1,500<td>10,000" in page
+    assert (out / "chart.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    empty = tmp_path / "empty"
+    assert "no packs logged yet" in in_process(capsys, "stats", "--state-dir", str(empty))[1]
+    assert in_process(capsys, "report", "--state-dir", str(empty), "-o", str(out))[0] == 1
+
+
+def test_guard_lines_are_cards_not_packs_and_bad_lines_count_nothing(tmp_path: Path) -> None:
+    guard = {"artifact": "big.pdf", "fingerprint": "f9", "episode": None, "action": "plain-read"}
+    lines = [
+        {**ENTRIES[0]},
+        {**guard, "decision": "guard-card", "exposed": 600, "L": 90000},
+        {**guard, "decision": "insisted", "exposed": 90000, "L": 90000},
+        {**ENTRIES[1], "L": "oops"},  # malformed: nothing of it may count, not even its pack or exposure
+        {**ENTRIES[1], "exposed": -5_000_000_000},
+        {**ENTRIES[1], "exposed": True},
+        [1, 2],
+    ]
+    (tmp_path / "log.jsonl").write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n\n")
+    report = load(tmp_path / "log.jsonl")
+    totals = report.totals()
+    assert report.bad_lines == 4
+    assert (totals.packs, totals.cards, totals.insisted) == (1, 1, 1)
+    assert (totals.exposed, totals.full_view) == (1000 + 600 + 90000, 10000 + 90000)
+    assert report.decisions() == {"sparse": 1, "guard-card": 1, "insisted": 1}
+    assert report.as_json()["packs_served"] == 1 and "packs served: 1  (sparse 1)\n" in render_text(report)
+    assert report.as_json()["cards_served"] == 1 and report.as_json()["insisted_reads"] == 1
+    assert "guard cards served: 1  insisted plain reads: 1" in render_text(report)
+
+
+def test_without_the_report_extra_the_command_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_log(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["report", "--state-dir", str(tmp_path), "-o", str(tmp_path / "out")]) == 2
+    assert "pip install 'sparsefs[report]'" in capsys.readouterr().err and not (tmp_path / "out").exists()

@@ -1,0 +1,92 @@
+"""systemd units: `systemd-analyze verify` passes, and the daemon's readiness protocol works (Type=notify)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparsefs import mounts
+from tests import mountutil
+
+UNITS = Path(__file__).resolve().parents[1] / "systemd"
+SPARSEFS = str(Path(sys.executable).with_name("sparsefs"))
+ANALYZE = shutil.which("systemd-analyze")
+pytestmark = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze missing: apt-get install systemd")
+
+
+def _install(unit: Path, folder: Path, exec_path: str = SPARSEFS) -> Path:
+    """The unit with ExecStart pointing at this checkout's sparsefs (verify checks the binary exists)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = unit.read_text().replace("ExecStart=sparsefs ", f"ExecStart={exec_path} ")
+    (folder / unit.name).write_text(text)
+    return folder / unit.name.replace("@.", "@srv-agent\\x2dws.")
+
+
+def _verify(instance: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    assert ANALYZE is not None
+    return subprocess.run([ANALYZE, *extra, "verify", str(instance)], capture_output=True, text=True, timeout=60,
+                          check=False, env={**os.environ, **(env or {})})
+
+
+def test_system_unit_and_drop_in_verify(tmp_path: Path) -> None:
+    instance = _install(UNITS / "sparsefs@.service", tmp_path)
+    result = _verify(instance)
+    assert result.returncode == 0, result.stderr
+    drop_in = tmp_path / "sparsefs@.service.d"
+    drop_in.mkdir()
+    example = (UNITS / "sparsefs@.service.d" / "example.conf").read_text()
+    (drop_in / "example.conf").write_text(example.replace("/opt/sparsefs/.venv/bin/sparsefs", SPARSEFS))
+    assert _verify(instance).returncode == 0
+    (drop_in / "example.conf").write_text(example)  # verify reads the drop-in: its missing binary fails
+    assert "/opt/sparsefs/.venv/bin/sparsefs" in _verify(instance).stderr
+
+
+def test_user_unit_verifies(tmp_path: Path) -> None:
+    instance = _install(UNITS / "user" / "sparsefs@.service", tmp_path / "units")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    result = _verify(instance, "--user", env={"XDG_RUNTIME_DIR": str(runtime)})
+    assert result.returncode == 0, result.stderr
+
+
+def test_units_use_notify_readiness_and_restart() -> None:
+    for unit in (UNITS / "sparsefs@.service", UNITS / "user" / "sparsefs@.service"):
+        text = unit.read_text()
+        for line in ("Type=notify", "Restart=on-failure", "KillSignal=SIGTERM", "%f"):
+            assert line in text, (unit, line)
+
+
+def test_daemon_notifies_ready_then_stopping(workspace: Path, tmp_path: Path, backend: str) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "notify"))
+    listener.settimeout(20)
+    mount = _start_unwaited(workspace, tmp_path / "state", backend, {"NOTIFY_SOCKET": str(tmp_path / "notify")})
+    try:
+        ready = listener.recv(4096).decode()
+        # checked at once, nothing waited for: an early READY=1 would find no mount, or one that does not answer
+        assert mounts.find_mount(workspace) is not None and mounts.daemon_pid(workspace) == mount.process.pid
+        assert "READY=1" in ready and f"MAINPID={mount.process.pid}" in ready
+        os.kill(mount.process.pid, signal.SIGTERM)  # what `systemctl stop` sends
+        assert listener.recv(4096) == b"STOPPING=1"
+        assert mount.process.wait(timeout=15) == 0 and not mounts.find_mount(workspace)
+    finally:
+        mountutil.stop(mount)
+        listener.close()
+
+
+def _start_unwaited(source: Path, state: Path, backend: str, env: dict[str, str]) -> mountutil.Mount:
+    """An in-place foreground mount, as systemd starts it: no polling for readiness here."""
+    state.mkdir(parents=True)
+    command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source), "--state-dir", str(state),
+               "--backend", backend]
+    with open(state / "test-daemon.stderr", "wb") as err:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                   start_new_session=True, env={**os.environ, **env})
+    return mountutil.Mount(source, source, state, process, state / "test-daemon.stderr")
