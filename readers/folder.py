@@ -49,8 +49,8 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.bm25index import UnitIndex, content_tokens
-from readers.locate_methods import METHODS
+from readers.retrieval.bm25index import UnitIndex, content_tokens
+from readers.retrieval.methods import METHODS
 
 MAX_MEMBERS = 500
 MAX_FULL_VIEW_CHARS = 48 * 1024 * 1024

@@ -43,19 +43,19 @@ _CODE_EXTENSIONS = frozenset({
 })
 _HTML_MAGIC = (b"<!DOCTYPE html", b"<!DOCTYPE HTML", b"<!doctype html", b"<!doctype HTML", b"<html", b"<HTML")
 _REGISTRATIONS: list[Registration] = [
-    Registration("code", "readers.code:CodeReader", extensions=_CODE_EXTENSIONS, magic=(b"#!",)),
+    Registration("code", "readers.code.reader:CodeReader", extensions=_CODE_EXTENSIONS, magic=(b"#!",)),
     Registration(
-        "html", "readers.html:HtmlReader", extensions=frozenset({".html", ".htm", ".xhtml"}), magic=_HTML_MAGIC,
+        "html", "readers.html.reader:HtmlReader", extensions=frozenset({".html", ".htm", ".xhtml"}), magic=_HTML_MAGIC,
         sniffer=True,
     ),
     Registration(
-        "table", "readers.table:TableReader",
+        "table", "readers.table.reader:TableReader",
         extensions=frozenset({".csv", ".tsv", ".tab", ".xlsx", ".xlsm"}), magic=(b"PK\x03\x04",),
     ),
-    Registration("pdf", "readers.pdf:PdfReader", extensions=frozenset({".pdf"}), magic=(b"%PDF-",)),
-    Registration("json", "readers.jsondata:JsonReader", extensions=frozenset({".json", ".geojson"})),
-    Registration("jsonl", "readers.json_lines:JsonlReader", extensions=frozenset({".jsonl", ".ndjson"})),
-    Registration("log", "readers.logs:LogReader", extensions=frozenset({".log"}), sniffer=True),
+    Registration("pdf", "readers.pdf.reader:PdfReader", extensions=frozenset({".pdf"}), magic=(b"%PDF-",)),
+    Registration("json", "readers.jsondata.reader:JsonReader", extensions=frozenset({".json", ".geojson"})),
+    Registration("jsonl", "readers.jsondata.jsonl:JsonlReader", extensions=frozenset({".jsonl", ".ndjson"})),
+    Registration("log", "readers.logs.reader:LogReader", extensions=frozenset({".log"}), sniffer=True),
     Registration("text", "readers.text:TextReader", fallback=True),
 ]
 _loaded: dict[str, Reader] = {}

@@ -2,13 +2,13 @@
 
 Full view: the decoded UTF-8 text, exactly (newlines untouched). Evidence is
 located over sentence units (line groups for code and data) by the intent's
-location method (``readers.locate_methods``: lexical, BM25 smoothed with the
+location method (``readers.retrieval.methods``: lexical, BM25 smoothed with the
 neighbours' scores, the default, hybrid, region), the next unit taken along,
 and adjacent picks merged into passages that are exact slices of the full view.
 ``&scope=`` (``L10-400`` or ``#Heading``) restricts the units searched.
 
 Bounded work: files over :attr:`TextReader.max_bytes` (32 MiB) are refused with
-a hint; parsing is linear in the size (see ``readers.segment``).
+a hint; parsing is linear in the size (see ``readers.retrieval.segment``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.bm25index import (
+from readers.retrieval.bm25index import (
     Offsets,
     Scores,
     Selection,
@@ -45,8 +45,8 @@ from readers.bm25index import (
     blocked_mask,
     content_tokens,
 )
-from readers.locate_methods import METHODS, choose_units, rank_units
-from readers.segment import MAX_HEADINGS, Heading, Positions, Segmentation, bisect, segment, strip_span
+from readers.retrieval.methods import METHODS, choose_units, rank_units
+from readers.retrieval.segment import MAX_HEADINGS, Heading, Positions, Segmentation, bisect, segment, strip_span
 
 _MARKDOWN = frozenset({".md", ".markdown"})
 _CODE = frozenset({".py", ".js", ".ts", ".c", ".h", ".go", ".rs", ".java", ".sh", ".css"})

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparsefs.bounded import BoundExceeded, Bounds, run_bounded
+from sparsefs.artifacts.bounded import BoundExceeded, Bounds, run_bounded
 
 
 def peak_mib() -> int:

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from readers.base import Reader, ReadIntent  # noqa: E402
-from readers.code import CodeReader  # noqa: E402
-from readers.html import HtmlReader  # noqa: E402
+from readers.code.reader import CodeReader  # noqa: E402
+from readers.html.reader import HtmlReader  # noqa: E402
 from tests.reader_conformance import MemorySource  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cost and effect of dense re-ranking (readers.dense) on top of the Text Reader's BM25.
+"""Cost and effect of dense re-ranking (readers.retrieval.dense) on top of the Text Reader's BM25.
 
 Cost: model load time (first call in a fresh process: imports, sha256 checks,
 ONNX session), embed latency for one query and for 50 document sentences
@@ -31,9 +31,9 @@ import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from readers import dense
 from readers.base import Parsed, ReadIntent
-from readers.bm25index import blocked_mask, contextual_scores, select, smoothed
+from readers.retrieval import dense
+from readers.retrieval.bm25index import blocked_mask, contextual_scores, select, smoothed
 from readers.text import TextReader, passage_items, unit_index_of
 from scripts.bench_evidence import DATA, HIT_COVERAGE, MemorySource, Span, _load, coverage
 

@@ -7,7 +7,7 @@ nothing parsed, no model loaded) and times one `cat` per request:
 
 - cold: the first intent on the artifact (parse, model load, shortlist embedding);
 - 2nd: a new question right after it, while the background warm-up
-  (sparsefs.warmup) has just started;
+  (sparsefs.artifacts.warmup) has just started;
 - warm-up: how long the background warm-up took (the daemon's log line);
 - warm: new questions after the warm-up (median), each a new virtual path,
   so a new pack is built; the query is embedded, the units come from the cache;

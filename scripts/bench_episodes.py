@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.core import Core
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
-from sparsefs.state import StateDB
-from sparsefs.stats import Stats
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.access import Protocol
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.state import StateDB
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
 from tests.replay import TaskResult, load_tasks, replay, write_workspace
 
 MODES = ("no-record", "record")

@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from readers.base import ReadIntent
-from readers.bm25index import UnitIndex
+from readers.retrieval.bm25index import UnitIndex
 from readers.text import TextReader
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from readers.ops import OPERATIONS  # noqa: E402
-from sparsefs.artifacts import ArtifactCache  # noqa: E402
-from sparsefs.grammar import parse_suffix  # noqa: E402
-from sparsefs.protocol import Protocol, Served  # noqa: E402
-from sparsefs.rootfs import SourceRoot  # noqa: E402
+from sparsefs.artifacts.cache import ArtifactCache  # noqa: E402
+from sparsefs.protocol.access import Protocol, Served  # noqa: E402
+from sparsefs.protocol.grammar import parse_suffix  # noqa: E402
+from sparsefs.source.rootfs import SourceRoot  # noqa: E402
 
 INTENTS = {
     "pdf/filings": "3M total net sales 2022; number of employees",

@@ -47,12 +47,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.guard import DEFAULT_THRESHOLD, Guard, GuardConfig
-from sparsefs.guard_card import MARK
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
-from sparsefs.stats import Stats
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.guard.card import MARK
+from sparsefs.guard.policy import DEFAULT_THRESHOLD, Guard, GuardConfig
+from sparsefs.protocol.access import Protocol
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.stats import Stats
 from tests import mountutil
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"

@@ -34,13 +34,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from readers.bm25index import UnitIndex  # noqa: E402
-from sparsefs.artifacts import ArtifactCache  # noqa: E402
-from sparsefs.grammar import parse_suffix  # noqa: E402
-from sparsefs.pack import EvidencePack  # noqa: E402
-from sparsefs.protocol import Protocol  # noqa: E402
-from sparsefs.rootfs import SourceRoot  # noqa: E402
-from sparsefs.steps import encode_argument  # noqa: E402
+from readers.retrieval.bm25index import UnitIndex  # noqa: E402
+from sparsefs.artifacts.cache import ArtifactCache  # noqa: E402
+from sparsefs.protocol.access import Protocol  # noqa: E402
+from sparsefs.protocol.grammar import parse_suffix  # noqa: E402
+from sparsefs.protocol.pack import EvidencePack  # noqa: E402
+from sparsefs.protocol.steps import encode_argument  # noqa: E402
+from sparsefs.source.rootfs import SourceRoot  # noqa: E402
 
 QA = ROOT.parent / "shared" / "data" / "qa"
 HIT = 0.8

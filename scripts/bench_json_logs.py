@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 
 from readers.base import Parsed, Reader, ReaderError, ReadIntent
-from readers.json_lines import JsonlReader
-from readers.jsondata import JsonReader
-from readers.logs import LogReader
+from readers.jsondata.jsonl import JsonlReader
+from readers.jsondata.reader import JsonReader
+from readers.logs.reader import LogReader
 from readers.ops import Operation, parse_where
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

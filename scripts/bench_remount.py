@@ -35,9 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from readers.base import ReadIntent
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.parsed_store import open_store
-from sparsefs.rootfs import SourceRoot
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.parsed import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TMP = Path("/tmp/sparsefs-bench-remount")

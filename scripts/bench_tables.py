@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from readers.base import Parsed
 from readers.ops import build_operation
-from readers.table import TableReader
+from readers.table.reader import TableReader
 
 TMP = Path("/tmp/sparsefs-bench-tables")
 REGIONS = ["EU", "US", "APAC", "LATAM", "Middle East, Africa"]

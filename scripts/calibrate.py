@@ -54,9 +54,9 @@ sys.path.insert(0, str(ROOT))
 
 from readers.base import Batch, Parsed, Reader, ReaderError, ReadIntent  # noqa: E402
 from readers.folder import FolderReader  # noqa: E402
-from readers.jsondata import JsonReader  # noqa: E402
+from readers.jsondata.reader import JsonReader  # noqa: E402
 from readers.ops import build_operation  # noqa: E402
-from readers.pdf import PdfReader  # noqa: E402
+from readers.pdf.reader import PdfReader  # noqa: E402
 from readers.selection import (  # noqa: E402
     EXACT,
     MIN_REQUESTS,
@@ -69,7 +69,7 @@ from readers.selection import (  # noqa: E402
     group_of,
     table_from_json,
 )
-from readers.table import TableReader  # noqa: E402
+from readers.table.reader import TableReader  # noqa: E402
 from readers.text import TextReader  # noqa: E402
 from scripts import calibration_sets as sets  # noqa: E402
 from scripts.bench_evidence import HIT_COVERAGE, MemorySource, coverage  # noqa: E402

@@ -4,7 +4,7 @@
 Part 1, methods. On the same questions of each QA set (``../shared/data/qa``:
 covidqa-dev, qmsum), in one run: the baseline (BM25's top-1 fixed 1,500-char
 window, stride 750: scripts/bench_intent.py's), and the Text Reader's
-``locate`` with each location method (readers/locate_methods.py) at the same
+``locate`` with each location method (readers/retrieval/methods.py) at the same
 budget; ``hybrid`` only when the dense extra is installed; ``adaptive`` when a
 selector is given (``--adaptive-config PATH``, a JSON object mapping the size
 bands ``<=8K``, ``8K-32K``, ``>32K`` (or ``default``) to a method or ``full``;
@@ -18,7 +18,7 @@ window's text for the baseline); latency: one locate with the document
 parsed and indexed (embeddings are cached per document, as in the product).
 
 Part 2, replay. Per document, its questions asked in order through the real
-protocol (sparsefs.protocol.Protocol over an ArtifactCache on a temporary
+protocol (sparsefs.protocol.access.Protocol over an ArtifactCache on a temporary
 workspace: grammar, selector, Gate, Reader, EvidencePack; first ``@intent``,
 then ``@refine``, tests/replay.py): once as served (the protocol's own
 selector), then with each location method forced (a chooser that always picks it). Native =
@@ -66,13 +66,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 from bench_intent import Window, coverage, widen  # noqa: E402
 
 from readers.base import Parsed, Reader, ReadIntent  # noqa: E402
-from readers.locate_methods import dense_module  # noqa: E402
+from readers.retrieval.methods import dense_module  # noqa: E402
 from readers.selection import SNIPPETS, Choice, group_of  # noqa: E402
 from readers.text import TextReader  # noqa: E402
-from sparsefs.artifacts import ArtifactCache  # noqa: E402
-from sparsefs.protocol import DEFAULT_PACK_CHARS, Protocol  # noqa: E402
-from sparsefs.rootfs import SourceRoot  # noqa: E402
-from sparsefs.selecting import ConfigurationChooser, Selection  # noqa: E402
+from sparsefs.artifacts.cache import ArtifactCache  # noqa: E402
+from sparsefs.protocol.access import DEFAULT_PACK_CHARS, Protocol  # noqa: E402
+from sparsefs.protocol.selecting import ConfigurationChooser, Selection  # noqa: E402
+from sparsefs.source.rootfs import SourceRoot  # noqa: E402
 from tests.reader_conformance import MemorySource  # noqa: E402
 from tests.replay import Task, TaskResult, replay  # noqa: E402
 

@@ -78,10 +78,10 @@ for label, body in tests:
 
 # ---------------------------------------------------------------- child ---------
 def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | None, watch: bool) -> int:
-    from sparsefs import fuse_kernel
-    from sparsefs import kproto as k
-    from sparsefs.daemon import MountPlan, run
-    from sparsefs.kernel_dirs import DirectoryOps
+    from sparsefs.app.daemon import MountPlan, run
+    from sparsefs.fuse.kernel import proto as k
+    from sparsefs.fuse.kernel import session as fuse_kernel
+    from sparsefs.fuse.kernel.dirs import DirectoryOps
 
     names = {getattr(k, n): n for n in OPNAMES if hasattr(k, n)}
     lock = threading.Lock()

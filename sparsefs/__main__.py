@@ -2,6 +2,6 @@
 
 import sys
 
-from sparsefs.cli import main
+from sparsefs.app.cli import main
 
 sys.exit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.backends import kernel_backend_blocker
+from sparsefs.fuse.backends import kernel_backend_blocker
 from tests import mountutil
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

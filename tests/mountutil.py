@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparsefs import mounts
+from sparsefs.fuse import mounts
 
 READY_TIMEOUT_S = 20.0
 FUSECTL = Path("/sys/fs/fuse/connections")

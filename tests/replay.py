@@ -25,9 +25,9 @@ from pathlib import Path
 
 import orjson
 
-from sparsefs.grammar import parse_suffix
-from sparsefs.protocol import Protocol, Served
-from sparsefs.steps import encode_anchor
+from sparsefs.protocol.access import Protocol, Served
+from sparsefs.protocol.grammar import parse_suffix
+from sparsefs.protocol.steps import encode_anchor
 
 QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 HIT_SHARE = 0.8

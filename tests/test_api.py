@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from sparsefs import ReadFailed, Workspace, request_name
-from sparsefs.grammar import parse_suffix
-from sparsefs.reading import split_target
-from sparsefs.state import StateDirBusy, StateLock
+from sparsefs.app.reading import split_target
+from sparsefs.protocol.grammar import parse_suffix
+from sparsefs.store.state import StateDirBusy, StateLock
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparsefs import backends
+from sparsefs.fuse import backends
 
 
 def test_auto_picks_kernel_when_nothing_blocks_it(monkeypatch: pytest.MonkeyPatch) -> None:

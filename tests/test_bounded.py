@@ -1,4 +1,4 @@
-"""sparsefs.bounded and the ArtifactCache's use of it: the review findings of issue 9, one test each.
+"""sparsefs.artifacts.bounded and the ArtifactCache's use of it: the review findings of issue 9, one test each.
 
 Forking a threaded daemon copies only the forking thread, so a lock another
 thread holds stays held in the child; the result is read back under a size
@@ -19,11 +19,12 @@ import pymupdf
 import pytest
 
 from readers import registry
-from readers.pdf_extract import MUPDF_LOCK, extract
-from sparsefs import artifacts, bounded
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.bounded import SLOTS, BoundExceeded, Bounds, run_bounded
-from sparsefs.rootfs import SourceRoot
+from readers.pdf.extract import MUPDF_LOCK, extract
+from sparsefs.artifacts import bounded
+from sparsefs.artifacts import cache as artifacts
+from sparsefs.artifacts.bounded import SLOTS, BoundExceeded, Bounds, run_bounded
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.source.rootfs import SourceRoot
 
 
 def _held_meanwhile(lock: Any, seconds: float) -> threading.Thread:

@@ -17,11 +17,11 @@ import pymupdf
 import pytest
 
 from readers.base import Anchor, BadAnchor, Batch, EvidenceItem, Parsed, Reader
-from readers.claim_numbers import Amount, agrees, comparable, find_amounts, find_dates, parse_amount
-from readers.claim_stance import claim_query, parse_claim, stance
-from readers.claims import choose, cost, verify
-from readers.pdf import PdfReader
-from readers.table import TableReader
+from readers.claims.numbers import Amount, agrees, comparable, find_amounts, find_dates, parse_amount
+from readers.claims.stance import claim_query, parse_claim, stance
+from readers.claims.verify import choose, cost, verify
+from readers.pdf.reader import PdfReader
+from readers.table.reader import TableReader
 from readers.text import TextReader
 from tests.reader_conformance import MemorySource
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparsefs import mounts
+from sparsefs.fuse import mounts
 from tests import mountutil
 
 
@@ -69,7 +69,7 @@ def test_doctor_reports_each_check() -> None:
 
 
 def test_every_command_is_documented_in_help_and_readme() -> None:
-    from sparsefs.cli import build_parser
+    from sparsefs.app.cli import build_parser
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     help_text = run_cli("--help").stdout
@@ -86,7 +86,7 @@ def test_demo_runs_end_to_end() -> None:
 
 
 def test_default_state_dir_is_outside_the_source(workspace: Path) -> None:
-    from sparsefs.daemon import plan_mount
+    from sparsefs.app.daemon import plan_mount
 
     plan = plan_mount(str(workspace), None, None, allow_other=False)
     assert plan.in_place and not plan.state_dir.is_relative_to(workspace)

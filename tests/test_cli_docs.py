@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparsefs.cli import build_parser
+from sparsefs.app.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

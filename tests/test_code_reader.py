@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from readers.base import BadAnchor, Parsed, ReadIntent, UnsupportedArtifact
-from readers.code import CodeReader
+from readers.code.reader import CodeReader
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 
 _ROOT = Path(__file__).resolve().parents[1]
 _TEXT_PY = _ROOT / "readers" / "text.py"
-_GRAMMAR_PY = _ROOT / "sparsefs" / "grammar.py"
+_GRAMMAR_PY = _ROOT / "sparsefs" / "protocol" / "grammar.py"
 _OPS_PY = _ROOT / "readers" / "ops.py"
 
 JS = """\
@@ -220,7 +220,7 @@ class TestCodeConformance(ReaderConformance):
         assert parsed.full_view == sample.data.decode("utf-8")
 
 
-@pytest.mark.parametrize("path", [_TEXT_PY, _GRAMMAR_PY, _OPS_PY, _ROOT / "readers" / "code.py"])
+@pytest.mark.parametrize("path", [_TEXT_PY, _GRAMMAR_PY, _OPS_PY, _ROOT / "readers" / "code" / "reader.py"])
 def test_python_symbols_match_ast_walk(path: Path) -> None:
     source = path.read_text()
     index = _parse(path.name, source).data["symbols"]

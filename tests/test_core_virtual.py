@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sparsefs.core import Core
-from sparsefs.pack import EvidencePack
-from sparsefs.rootfs import SourceRoot
-from sparsefs.stats import Stats
+from sparsefs.protocol.pack import EvidencePack
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
 from tests.conftest import DEMO
 
 REPORT = "annual-report.md"

@@ -1,4 +1,4 @@
-"""readers.dense: offline MiniLM similarity (skipped, with the reason, without the extra)."""
+"""readers.retrieval.dense: offline MiniLM similarity (skipped, with the reason, without the extra)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from readers import dense
 from readers.base import Parsed
-from sparsefs import serial
+from readers.retrieval import dense
+from sparsefs.store import serial
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,7 +162,7 @@ def test_cached_vectors_survive_the_parsed_store_codec(parsed: Parsed) -> None:
 
 
 def test_importing_the_module_loads_nothing() -> None:
-    code = "import sys, readers.dense; print(sorted({'onnxruntime', 'tokenizers'} & set(sys.modules)))"
+    code = "import sys, readers.retrieval.dense; print(sorted({'onnxruntime', 'tokenizers'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 

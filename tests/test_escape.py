@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.rootfs import SourceRoot, openat2
+from sparsefs.source.rootfs import SourceRoot, openat2
 from tests import mountutil
 from tests.conftest import HANG_GUARD_S
 
@@ -296,7 +296,7 @@ def test_every_source_operation_refuses_a_swapped_parent(swapped: tuple[SourceRo
 
 
 def test_dotdot_is_refused_before_any_lookup(swapped: tuple[SourceRoot, Path]) -> None:
-    from sparsefs.rootfs import relative
+    from sparsefs.source.rootfs import relative
 
     for path in ("/../outside/f", "/d/../../outside/f", "/a/.."):
         with pytest.raises(OSError) as raised:

@@ -4,7 +4,7 @@ Faulty Readers are planted in the daemon with a ``sitecustomize`` module on
 PYTHONPATH (written at test time): it registers Readers for ``.hang``,
 ``.blowup``, ``.crash`` and ``.raise`` files that do what their names say.
 Their inputs are larger than the in-process threshold, so each parse runs in a
-bounded child (sparsefs.bounded); the tests check the caller gets an error
+bounded child (sparsefs.artifacts.bounded); the tests check the caller gets an error
 pack within the bound and that other requests carry on meanwhile.
 """
 
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from readers.base import ReaderError
-from sparsefs import mounts
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.bounded import BoundExceeded, Bounds, run_bounded
-from sparsefs.rootfs import SourceRoot
+from sparsefs.artifacts.bounded import BoundExceeded, Bounds, run_bounded
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.fuse import mounts
+from sparsefs.source.rootfs import SourceRoot
 from tests import mountutil
 from tests.conftest import HANG_GUARD_S
 

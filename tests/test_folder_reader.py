@@ -16,14 +16,14 @@ from readers.base import Parsed, Reader, ReaderError
 from readers.folder import FolderReader, Member
 from readers.ops import OPERATIONS
 from readers.text import TextReader
-from sparsefs import collection
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.core import Core
-from sparsefs.grammar import parse_suffix
-from sparsefs.pack import EvidencePack
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
-from sparsefs.stats import Stats
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.grammar import parse_suffix
+from sparsefs.protocol.pack import EvidencePack
+from sparsefs.source import collection
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from readers.ops import OPERATIONS
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.grammar import GrammarError, VirtualRequest, parse_suffix
-from sparsefs.pack import render
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.grammar import GrammarError, VirtualRequest, parse_suffix
+from sparsefs.protocol.pack import render
+from sparsefs.source.rootfs import SourceRoot
 
 SCALE = 20 if os.environ.get("SPARSEFS_LONG") == "1" else 1
 FUZZ = settings(max_examples=60 * SCALE, deadline=None, suppress_health_check=list(HealthCheck))

@@ -1,4 +1,4 @@
-"""Tests for sparsefs.grammar: the virtual path name parser."""
+"""Tests for sparsefs.protocol.grammar: the virtual path name parser."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparsefs.grammar import (
+from sparsefs.protocol.grammar import (
     ACTIONS_WITH_ARGUMENT,
     ACTIONS_WITHOUT_ARGUMENT,
     CORE_ACTIONS,

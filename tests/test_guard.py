@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs import cli
-from sparsefs import guard as guard_module
-from sparsefs.artifacts import Artifact, ArtifactCache
-from sparsefs.guard import Guard, GuardConfig, parse_kinds
-from sparsefs.guard_card import END, MARK, describe, render_card
-from sparsefs.guard_proc import ProcessTree
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
-from sparsefs.stats import Stats
+from sparsefs.app import cli
+from sparsefs.artifacts.cache import Artifact, ArtifactCache
+from sparsefs.guard import policy as guard_module
+from sparsefs.guard.card import END, MARK, describe, render_card
+from sparsefs.guard.policy import Guard, GuardConfig, parse_kinds
+from sparsefs.guard.proc import ProcessTree
+from sparsefs.protocol.access import Protocol
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.stats import Stats
 
 BIG = "".join(f"Line {n}: the committee discussed revenue, staffing and the R&D budget.\n" for n in range(600))
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from readers.base import Parsed, ReadIntent, UnsupportedArtifact
-from readers.html import HtmlReader
+from readers.html.reader import HtmlReader
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 
 ARTICLE = """<!DOCTYPE html>

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs import indexer
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.indexer import FileResult, Summary, index_files, index_one, render_summary
-from sparsefs.reading import plan_read
-from sparsefs.rootfs import SourceRoot
+from sparsefs.app import indexer
+from sparsefs.app.indexer import FileResult, Summary, index_files, index_one, render_summary
+from sparsefs.app.reading import plan_read
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.source.rootfs import SourceRoot
 from tests import mountutil
 from tests.conftest import DATA
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from readers import json_query
 from readers.base import BadAnchor, Batch, Parsed, ReaderError, ReadIntent
-from readers.json_lines import JsonlReader
-from readers.jsondata import JsonReader
+from readers.jsondata import query as json_query
+from readers.jsondata.jsonl import JsonlReader
+from readers.jsondata.reader import JsonReader
 from readers.ops import BadOperation, Operation, parse_where
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 

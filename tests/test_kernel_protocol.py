@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs import kproto as k
-from sparsefs.core import Core
-from sparsefs.fuse_kernel import Session
-from sparsefs.kernel_standby import Standby
-from sparsefs.nodes import ROOT, NodeTable
-from sparsefs.rootfs import SourceRoot
-from sparsefs.stats import Stats
+from sparsefs.fuse.kernel import proto as k
+from sparsefs.fuse.kernel.nodes import ROOT, NodeTable
+from sparsefs.fuse.kernel.session import Session
+from sparsefs.fuse.kernel.standby import Standby
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
 
 # ---- struct layouts (sizes from include/uapi/linux/fuse.h, 7.40) -------------
 

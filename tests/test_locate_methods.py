@@ -1,4 +1,4 @@
-"""Location methods of the Text Reader (readers/locate_methods.py, ``ReadIntent.method``).
+"""Location methods of the Text Reader (readers/retrieval/methods.py, ``ReadIntent.method``).
 
 Every method keeps the Reader contract (exact slices, budget, exclude, one
 coverage entry per slot); each also does what it is for: lexical finds a
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import readers.locate_methods as lm
+import readers.retrieval.methods as lm
 import tests.test_reader_conformance_text as text_conformance
 from readers.base import Batch, Parsed, ReadIntent
-from readers.bm25index import tokenize
+from readers.retrieval.bm25index import tokenize
 from readers.text import TextReader
 from tests.reader_conformance import MemorySource, Sample
 

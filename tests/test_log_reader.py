@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from readers.base import Batch, Parsed, ReadIntent
-from readers.logs import LogReader
+from readers.logs.reader import LogReader
 from readers.ops import BadOperation, Operation, parse_where
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 

@@ -13,8 +13,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from sparsefs import Workspace, request_name
-from sparsefs.cli import main
-from sparsefs.mcp_server import MAX_RAW_BYTES, parse_range, raw_json, read_argument
+from sparsefs.app.cli import main
+from sparsefs.app.mcp_server import MAX_RAW_BYTES, parse_range, raw_json, read_argument
 
 TOOLS = {"sro_preview", "sro_read", "sro_raw"}
 
@@ -92,6 +92,6 @@ def test_raw_text_cut_inside_a_character_is_shortened_not_base64() -> None:
 def test_without_the_mcp_extra_the_command_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if `pip install sparsefs` without [mcp]
-    monkeypatch.setitem(sys.modules, "sparsefs.mcp_server", None)
+    monkeypatch.setitem(sys.modules, "sparsefs.app.mcp_server", None)
     assert main(["mcp", "--root", "."]) == 2
     assert "pip install 'sparsefs[mcp]'" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sparsefs import mounts
+from sparsefs.fuse import mounts
 from tests import mountutil
 from tests.conftest import HANG_GUARD_S
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from readers.pdf import PdfReader
-from sparsefs.artifacts import BytesSource
-from sparsefs.guard import REOPEN_S
-from sparsefs.guard_card import END, MARK
+from readers.pdf.reader import PdfReader
+from sparsefs.artifacts.cache import BytesSource
+from sparsefs.guard.card import END, MARK
+from sparsefs.guard.policy import REOPEN_S
 from tests import mountutil
 from tests.conftest import DATA, HANG_GUARD_S
 

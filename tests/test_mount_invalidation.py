@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import xxhash
 
-from sparsefs.doctor import watches_in_use
+from sparsefs.app.doctor import watches_in_use
 from tests import mountutil
 from tests.test_mount_clients import sh
 

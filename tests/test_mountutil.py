@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs import mounts
+from sparsefs.fuse import mounts
 from tests import mountutil
 
 

@@ -16,11 +16,11 @@ import pytest
 
 from readers import ops
 from readers.base import Batch, Parsed, Reader
-from readers.json_lines import JsonlReader, JsonlTable
-from readers.jsondata import JsonReader
-from readers.logs import LogReader
+from readers.jsondata.jsonl import JsonlReader, JsonlTable
+from readers.jsondata.reader import JsonReader
+from readers.logs.reader import LogReader
 from readers.ops import BadOperation, Condition, Operation, as_number, build_operation, matches, parse_where
-from readers.table import TableReader
+from readers.table.reader import TableReader
 from tests.reader_conformance import MemorySource, ReaderConformance
 
 CATASTROPHIC = "(a|a)+$"

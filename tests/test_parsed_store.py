@@ -1,4 +1,4 @@
-"""The on-disk fingerprint index and parsed-artifact store (sparsefs.parsed_store, sparsefs.serial).
+"""The on-disk fingerprint index and parsed-artifact store (sparsefs.store.parsed, sparsefs.store.serial).
 
 Round trips per Reader family compare a parse loaded from disk with a fresh
 parse of the same bytes through the Reader itself: preview, locate (two
@@ -23,13 +23,14 @@ import xxhash
 
 from readers import registry
 from readers.base import Parsed, Reader, ReadIntent
-from readers.segment import Heading
-from sparsefs import parsed_store, serial
-from sparsefs.artifacts import ArtifactCache, BytesSource
-from sparsefs.core import Core
-from sparsefs.parsed_store import ParsedStore, StoreConfig, open_store
-from sparsefs.rootfs import SourceRoot
-from sparsefs.stats import Stats
+from readers.retrieval.segment import Heading
+from sparsefs.artifacts.cache import ArtifactCache, BytesSource
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store import parsed as parsed_store
+from sparsefs.store import serial
+from sparsefs.store.parsed import ParsedStore, StoreConfig, open_store
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
 from tests.test_core_virtual import read_virtual
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -253,7 +254,7 @@ DAMAGE: dict[str, Callable[[Path], object]] = {
     "truncated npy": lambda e: next(e.glob("a*.npy")).write_bytes(b"\x93NUMPY"),
     "garbled meta": _garble_meta,
     "other format": _other_format,
-    "evil class name": lambda e: _rewrite_data(e, "readers.pdf_anchors.PageMap", "subprocess.Popen"),
+    "evil class name": lambda e: _rewrite_data(e, "readers.pdf.anchors.PageMap", "subprocess.Popen"),
     "method shadowed": lambda e: _rewrite_data(e, '"shift"', '"scores"'),
     "garbled data": _flip_data,
     "truncated view": _truncate_view,
@@ -322,7 +323,7 @@ def test_codec_round_trip_of_every_supported_type() -> None:
 
 @pytest.mark.parametrize("tree", [
     {"$t": "obj", "c": "subprocess.Popen", "v": {}},
-    {"$t": "obj", "c": "readers.segment.Heading", "v": {"title": "x"}},
+    {"$t": "obj", "c": "readers.retrieval.segment.Heading", "v": {"title": "x"}},
     {"$t": "nope"}, {"$t": "array", "i": 7}, {"$t": "dict", "pairs": [[[1], 2]]},
 ])
 def test_codec_rejects_what_it_does_not_know(tree: Any) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-import readers.pdf_extract
+import readers.pdf.extract
 from readers.base import ArtifactTooLarge, BadAnchor, Parsed, ReaderError, ReadIntent, UnsupportedArtifact
-from readers.pdf import PdfReader
+from readers.pdf.reader import PdfReader
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 
 _DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pdf"
@@ -239,7 +239,7 @@ def test_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ArtifactTooLarge) as info:
         slow.parse(MemorySource("p.pdf", _PEPSI.read_bytes()))
     assert "@raw" in info.value.hint
-    monkeypatch.setattr(readers.pdf_extract, "MAX_PAGES", 10)
+    monkeypatch.setattr(readers.pdf.extract, "MAX_PAGES", 10)
     with pytest.raises(ArtifactTooLarge):
         _parse(_PEPSI.read_bytes())
 
@@ -257,10 +257,10 @@ def test_refine_never_repeats_a_table_result(tmp_path: Path) -> None:
     import shutil
 
     from readers.ops import OPERATIONS
-    from sparsefs.artifacts import ArtifactCache
-    from sparsefs.grammar import parse_suffix
-    from sparsefs.protocol import Protocol
-    from sparsefs.rootfs import SourceRoot
+    from sparsefs.artifacts.cache import ArtifactCache
+    from sparsefs.protocol.access import Protocol
+    from sparsefs.protocol.grammar import parse_suffix
+    from sparsefs.source.rootfs import SourceRoot
 
     shutil.copy(_DATA / "filings" / "PEPSICO_2023Q1_EARNINGS.pdf", tmp_path / "p.pdf")
     root = SourceRoot.open(str(tmp_path))
@@ -279,7 +279,7 @@ def test_refine_never_repeats_a_table_result(tmp_path: Path) -> None:
 
 def test_a_table_cut_to_the_budget_says_how_many_rows_remain() -> None:
     from readers.base import ReadIntent
-    from readers.pdf import PdfReader
+    from readers.pdf.reader import PdfReader
     from tests.reader_conformance import MemorySource
 
     reader = PdfReader()

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.grammar import VirtualRequest, split_slots
-from sparsefs.pack import EvidencePack, render_evidence
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.grammar import VirtualRequest, split_slots
+from sparsefs.protocol.pack import EvidencePack, render_evidence
+from sparsefs.source.rootfs import SourceRoot
 from tests.conftest import DEMO
 
 WORDS = ["revenue", "robots", "R&D", "headcount", "risk", "margin", "cash", "board", "harbor", "customers",

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.core import Core
-from sparsefs.pack import EvidencePack
-from sparsefs.parsed_store import open_store
-from sparsefs.rootfs import SourceRoot
-from sparsefs.state import StateDB, StateDirBusy, StateLock, read_episodes
-from sparsefs.stats import Stats
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.pack import EvidencePack
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.parsed import open_store
+from sparsefs.store.state import StateDB, StateDirBusy, StateLock, read_episodes
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
 from tests.conftest import DEMO
 from tests.test_core_virtual import pack_json, read_virtual
 
@@ -291,7 +291,7 @@ def _field(pattern: str, text: str) -> str:
 
 
 def test_old_closed_episodes_are_pruned_but_open_ones_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sparsefs import state as state_module
+    from sparsefs.store import state as state_module
 
     monkeypatch.setattr(state_module, "MAX_EPISODES_KEPT", 3)
     db = StateDB.in_dir(tmp_path)
@@ -339,7 +339,7 @@ def test_after_the_full_view_verify_also_points_into_it(mounted: Mounted) -> Non
 
 
 def test_a_remount_remembers_closed_episodes_and_folder_packs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sparsefs import parsed_store
+    from sparsefs.store import parsed as parsed_store
 
     monkeypatch.setattr(parsed_store, "RACY_NS", 0)  # files copied just now may be persisted (racy rule off)
     m = Mounted(tmp_path)

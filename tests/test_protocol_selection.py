@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from readers.selection import SNIPPETS, CalibrationTable, Cell, RequestGroup, Selector
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.grammar import parse_suffix
-from sparsefs.pack import EvidencePack
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
-from sparsefs.selecting import ConfigurationChooser
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.grammar import parse_suffix
+from sparsefs.protocol.pack import EvidencePack
+from sparsefs.protocol.selecting import ConfigurationChooser
+from sparsefs.source.rootfs import SourceRoot
 from tests.conftest import DEMO
 
 REPORT = "annual-report.md"  # 29,991 chars: the 8K-32K band
@@ -101,7 +101,7 @@ def test_a_huge_full_view_is_never_sent_unasked(tmp_path: Path) -> None:
 
 
 def test_refine_after_a_remount_keeps_the_episode_method(tmp_path: Path) -> None:
-    from sparsefs.state import StateDB
+    from sparsefs.store.state import StateDB
 
     shutil.copytree(DEMO, tmp_path / "src")
 
@@ -122,10 +122,10 @@ def test_refine_after_a_remount_keeps_the_episode_method(tmp_path: Path) -> None
 
 
 def test_a_dense_model_failing_at_run_time_leaves_bm25_answering(monkeypatch: pytest.MonkeyPatch) -> None:
-    from readers import dense
     from readers.base import ReadIntent
+    from readers.retrieval import dense
     from readers.text import TextReader
-    from sparsefs.artifacts import BytesSource
+    from sparsefs.artifacts.cache import BytesSource
 
     if not dense.available():
         pytest.skip(dense.missing_reason())

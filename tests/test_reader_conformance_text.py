@@ -32,7 +32,7 @@ class TestTextConformance(ReaderConformance):
 
 
 def test_a_few_stray_invalid_bytes_are_read_as_replacement_characters_and_flagged() -> None:
-    from readers.logs import LogReader
+    from readers.logs.reader import LogReader
     from readers.text import decode_flags
     from tests.reader_conformance import MemorySource
 

@@ -15,10 +15,10 @@ import orjson
 import pytest
 
 from sparsefs import ReadFailed, Workspace
-from sparsefs.cli import main
-from sparsefs.mountinfo import MountInfo, acquire_for_mount, write_info
-from sparsefs.reading import mount_above
-from sparsefs.state import StateDirBusy, StateLock
+from sparsefs.app.cli import main
+from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
+from sparsefs.app.reading import mount_above
+from sparsefs.store.state import StateDirBusy, StateLock
 from tests import mountutil
 from tests.conftest import HANG_GUARD_S
 

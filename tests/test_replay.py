@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.protocol import Protocol
-from sparsefs.rootfs import SourceRoot
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.access import Protocol
+from sparsefs.source.rootfs import SourceRoot
 from tests.replay import QA, Task, TaskResult, load_tasks, merge, overlap, replay, write_workspace
 
 pytestmark = pytest.mark.skipif(not QA.exists(), reason="shared QA data not present")

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sparsefs.cli import main
-from sparsefs.report import load, render_text
+from sparsefs.app.cli import main
+from sparsefs.app.report import load, render_text
 
 ENTRIES = [
     {"artifact": "a.md", "fingerprint": "f1", "episode": "e1", "exposed": 1000, "L": 10000, "decision": "sparse"},

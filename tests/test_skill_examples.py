@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from readers.ops import OPERATIONS, build_operation
-from sparsefs.grammar import parse_suffix
+from sparsefs.protocol.grammar import parse_suffix
 
 SKILL = Path(__file__).resolve().parents[1] / "sparsefs" / "SKILL.md"
 EXAMPLES = re.findall(r"cat '[^'@]+@([^']+)'", SKILL.read_text())

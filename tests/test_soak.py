@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.artifacts import ArtifactCache
-from sparsefs.rootfs import SourceRoot
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.source.rootfs import SourceRoot
 from tests.conftest import KERNEL_BLOCKER
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_soak.py"

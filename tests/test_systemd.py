@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs import mounts
+from sparsefs.fuse import mounts
 from tests import mountutil
 
 UNITS = Path(__file__).resolve().parents[1] / "systemd"

@@ -16,7 +16,7 @@ import pytest
 
 from readers.base import Batch, Parsed, ScopeMismatch, UnsupportedOperation
 from readers.ops import BadOperation, Operation, build_operation, matches, parse_where
-from readers.table import TableReader
+from readers.table.reader import TableReader
 from tests.reader_conformance import MemorySource
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

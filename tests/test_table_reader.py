@@ -19,7 +19,7 @@ import pytest
 
 from readers.base import BadAnchor, Parsed, ReaderError, ReadIntent, UnsupportedArtifact
 from readers.ops import Operation, parse_where
-from readers.table import TableReader
+from readers.table.reader import TableReader
 from tests.reader_conformance import MemorySource, ReaderConformance, Sample
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

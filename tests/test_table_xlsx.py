@@ -12,7 +12,7 @@ import pytest
 
 from readers.base import ArtifactTooLarge, BadAnchor, Parsed, ReaderError, ReadIntent, UnsupportedArtifact
 from readers.ops import build_operation
-from readers.table import TableReader
+from readers.table.reader import TableReader
 from tests.reader_conformance import MemorySource
 from tests.test_table_reader import SHEETS, shared_strings_bomb, xlsx_lines
 

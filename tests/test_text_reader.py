@@ -25,7 +25,7 @@ import Stemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import readers.segment as segmentation
+import readers.retrieval.segment as segmentation
 from readers.base import (
     ArtifactTooLarge,
     BadAnchor,
@@ -34,8 +34,8 @@ from readers.base import (
     ReadIntent,
     UnsupportedArtifact,
 )
-from readers.bm25index import UnitIndex
-from readers.segment import MIN_UNIT, UNIT_CAP, segment
+from readers.retrieval.bm25index import UnitIndex
+from readers.retrieval.segment import MIN_UNIT, UNIT_CAP, segment
 from readers.text import TextReader
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"

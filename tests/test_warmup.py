@@ -1,4 +1,4 @@
-"""sparsefs.warmup and readers.locate_methods.warm_dense: the background dense warm-up."""
+"""sparsefs.artifacts.warmup and readers.retrieval.methods.warm_dense: the background dense warm-up."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from readers import dense
 from readers.base import Parsed, ReadIntent
-from readers.locate_methods import DENSE_KEY, warm_dense
+from readers.retrieval import dense
+from readers.retrieval.methods import DENSE_KEY, warm_dense
 from readers.text import TextReader
 from scripts.bench_evidence import MemorySource
-from sparsefs import warmup
-from sparsefs.warmup import DenseWarmer
+from sparsefs.artifacts import warmup
+from sparsefs.artifacts.warmup import DenseWarmer
 
 needs_model = pytest.mark.skipif(not dense.available(), reason=dense.missing_reason() or "dense extra missing")
 
@@ -179,7 +179,7 @@ class _RecordingWarmer(DenseWarmer):
 
 def test_only_a_hybrid_choice_queues_the_warm_up() -> None:
     from readers.selection import SNIPPETS, Choice, RequestGroup
-    from sparsefs.selecting import ConfigurationChooser, Selection
+    from sparsefs.protocol.selecting import ConfigurationChooser, Selection
 
     warmer = _RecordingWarmer()
     chooser = ConfigurationChooser(warmer=warmer)
@@ -192,7 +192,7 @@ def test_only_a_hybrid_choice_queues_the_warm_up() -> None:
 
 
 def test_a_finished_warm_up_is_saved_without_waiting_for_unmount(tmp_path: Path) -> None:
-    from sparsefs.parsed_store import open_store
+    from sparsefs.store.parsed import open_store
 
     store = open_store(tmp_path)
     parsed = _parsed()

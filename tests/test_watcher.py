@@ -15,12 +15,13 @@ from types import SimpleNamespace
 import pytest
 from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD
 
-from sparsefs import doctor, freshness
-from sparsefs.core import Core
-from sparsefs.freshness import Freshness
-from sparsefs.rootfs import SourceRoot
-from sparsefs.stats import Stats
-from sparsefs.watcher import SourceWatcher, watch_source
+from sparsefs.app import doctor
+from sparsefs.source import freshness
+from sparsefs.source.freshness import Freshness
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
+from sparsefs.vfs.watcher import SourceWatcher, watch_source
 from tests.mountutil import wait_for
 
 DIRS = ("", "a", "a/b", "a/b/c", "d")  # five directories: five watches

@@ -1,0 +1,1 @@
+"""Verify: supporting and contradicting passages for a claim, by number and stance."""

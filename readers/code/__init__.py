@@ -1,0 +1,1 @@
+"""The code Reader: a symbol index over source files."""

@@ -1,0 +1,1 @@
+"""The HTML Reader: main text without boilerplate."""

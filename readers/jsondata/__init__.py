@@ -1,0 +1,1 @@
+"""The JSON and JSONL Readers: shape, key paths, JSONPath, record operations."""

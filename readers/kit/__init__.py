@@ -1,0 +1,1 @@
+"""What several Reader families share: line anchors and bounded lines, record operations."""

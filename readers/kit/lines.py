@@ -1,0 +1,343 @@
+"""Line-record machinery shared by the log and JSON Lines Readers.
+
+Both serve a full view whose lines are the source's lines (same numbering), so
+every anchor is a line range ``L120`` / ``L120-130``. This module holds what
+they share: line spans, line anchors, BM25 over line units (one unit per
+non-blank line, reusing :mod:`readers.retrieval.bm25index`), and the shaping of exact
+results (counts, matching records) into bounded batches.
+
+A *record* is a run of lines ``(first, last)`` (1-based, inclusive): one line
+for JSONL and access logs, a line and its continuation lines (a stack trace)
+for application logs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from readers.base import (
+    Anchor,
+    ArtifactTooLarge,
+    BadAnchor,
+    Batch,
+    EvidenceItem,
+    Parsed,
+    ReadIntent,
+    Scope,
+    SlotCoverage,
+)
+from readers.retrieval.bm25index import (
+    Offsets,
+    UnitIndex,
+    blocked_mask,
+    content_tokens,
+    contextual_scores,
+    select,
+    smoothed,
+)
+from readers.retrieval.segment import Positions, line_starts
+
+LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
+UNIT_CAP = 400
+INDEX_LIMIT = 16 * 1024 * 1024
+"""Most characters one BM25 index covers (~3 s to build on the reference machine)."""
+"""Longest unit; a longer line is cut into pieces (each still anchored by its line)."""
+MAX_UNITS = 400_000
+"""Past this many non-blank lines, consecutive lines are grouped into one unit."""
+MAX_SHOWN_LINE = 2_000
+"""A record line longer than this is shown cut in previews and samples."""
+RESULTS_TRUNCATED = "results-truncated"
+METHOD = "bm25+neighbours"
+
+Record = tuple[int, int]
+
+
+def starts_of(text: str) -> Positions:
+    return line_starts(text)
+
+
+def line_count(parsed: Parsed) -> int:
+    return len(_starts(parsed))
+
+
+def _starts(parsed: Parsed) -> Positions:
+    starts = parsed.data["line_starts"]
+    assert isinstance(starts, np.ndarray)
+    return starts
+
+
+def span(parsed: Parsed, first: int, last: int) -> tuple[int, int]:
+    """[start, end) of lines first..last (1-based), without the final newline / CR."""
+    starts, text = _starts(parsed), parsed.full_view
+    n = len(starts)
+    start = int(starts[first - 1])
+    end = int(starts[last]) - 1 if last < n else len(text)
+    if last == n and text.endswith("\n"):
+        end -= 1
+    if end > start and text[end - 1] == "\r":
+        end -= 1
+    return start, max(start, end)
+
+
+def line_text(parsed: Parsed, number: int) -> str:
+    start, end = span(parsed, number, number)
+    return parsed.full_view[start:end]
+
+
+def label(first: int, last: int) -> str:
+    return f"L{first}" if first == last else f"L{first}-{last}"
+
+
+def parse_anchor(parsed: Parsed, spec: str, how: str = "@focus=") -> Record:
+    """``L12`` / ``L12-40`` -> (12, 40); BadAnchor with the valid range otherwise."""
+    n = line_count(parsed)
+    hint = f"anchors are line ranges; this file has {n:,} lines: try {how}L1-{min(n, 50)}"
+    match = LINE_ANCHOR.fullmatch(spec.strip())
+    if not match:
+        raise BadAnchor(f"unknown anchor {spec!r}", hint=hint)
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) else first
+    if not 1 <= first <= last <= n:
+        raise BadAnchor(f"line range {spec!r} is outside lines 1-{n:,}", hint=hint)
+    return first, last
+
+
+def item(parsed: Parsed, first: int, last: int, score: float = 0.0, slots: tuple[int, ...] = ()) -> EvidenceItem:
+    start, end = span(parsed, first, last)
+    anchor = Anchor(label(first, last), start, end, first, last)
+    return EvidenceItem(anchor, parsed.full_view[start:end], score, slots)
+
+
+def focus(parsed: Parsed, anchor: str) -> Batch:
+    first, last = parse_anchor(parsed, anchor)
+    found = item(parsed, first, last)
+    return Batch((found,), Scope(last - first + 1, "lines", "focus", len(found.text)))
+
+
+# -- intent reads ------------------------------------------------------------------
+
+
+def _units(parsed: Parsed) -> tuple[Offsets, Offsets]:
+    """Unit starts and ends, found on first use.
+
+    One unit per non-blank line; a line over UNIT_CAP characters (a big JSON
+    record) is cut after a ',' or space into pieces of at most UNIT_CAP; past
+    MAX_UNITS lines, consecutive lines are grouped.
+    """
+    if "units" not in parsed.data:
+        text = parsed.full_view
+        spans = [span(parsed, i, i) for i in range(1, line_count(parsed) + 1)]
+        spans = [(s, e) for s, e in spans if e > s and not text[s:e].isspace()]
+        group = max(1, -(-len(spans) // MAX_UNITS))
+        pieces: list[tuple[int, int]] = []
+        for c in range(0, len(spans), group):
+            start, end = spans[c][0], spans[min(c + group, len(spans)) - 1][1]
+            pieces.extend(split(text, start, end) if group == 1 else [(start, end)])
+        unit_starts = np.array([s for s, _ in pieces], np.int64)
+        unit_ends = np.array([e for _, e in pieces], np.int64)
+        parsed.data["units"] = (unit_starts, unit_ends)
+    units: tuple[Offsets, Offsets] = parsed.data["units"]
+    return units
+
+
+def cached_index(parsed: Parsed, key: str, chars: int, texts: Callable[[], list[str]], hint: str) -> UnitIndex:
+    """The BM25 index of a view (all units: key ''; a scope: its spec), built once and kept (4 at most).
+
+    Refused over INDEX_LIMIT characters: indexing costs about 0.2 s per MB.
+    """
+    cache: dict[str, UnitIndex] = parsed.data.setdefault("indexes", {})
+    if key not in cache:
+        if chars > INDEX_LIMIT:
+            raise ArtifactTooLarge(
+                f"{chars:,} characters are too many to search by intent at once (limit {INDEX_LIMIT:,})", hint=hint
+            )
+        if len(cache) >= 4:
+            cache.pop(next(k for k in cache if k))
+        cache[key] = UnitIndex(texts())
+    return cache[key]
+
+
+def split(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """[start, end) cut after a ',' or a space into pieces of at most UNIT_CAP characters."""
+    out = []
+    while end - start > UNIT_CAP:
+        lo, hi = start + UNIT_CAP // 2, start + UNIT_CAP
+        cut = max(text.rfind(",", lo, hi), text.rfind(" ", lo, hi))
+        cut = cut + 1 if cut > start else start + UNIT_CAP
+        out.append((start, cut))
+        start = cut
+    out.append((start, end))
+    return out
+
+
+def locate(
+    parsed: Parsed, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]], k: int | None
+) -> Batch:
+    """BM25 over line units; passages are runs of lines anchored ``L<a>-<b>``."""
+    slots = intent.slots or (intent.text,)
+    starts, ends = _units(parsed)
+    key, note, chars = "", "", len(parsed.full_view)
+    if intent.scope:
+        lo, hi = span(parsed, *parse_anchor(parsed, intent.scope, "&scope="))
+        inside = (starts >= lo) & (ends <= hi)
+        starts, ends = starts[inside], ends[inside]
+        key, note, chars = intent.scope.strip(), f"scope {intent.scope.strip()}", hi - lo
+    text = parsed.full_view
+    hint = "narrow it with &scope=L<a>-<b>, or use the exact @filter=<regex> / @count"
+    index = cached_index(parsed, key, chars, lambda: [text[s:e] for s, e in zip(starts, ends, strict=True)], hint)
+    blocked = blocked_mask(starts, ends, exclude)
+    scope = Scope(len(starts), "lines", METHOD, chars, note)
+    contents = [content_tokens(slot) for slot in slots]
+    if not any(contents):
+        return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), ("no-content-words",))
+    raw = {j: contextual_scores(index, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
+    sel = select(starts, ends, {j: smoothed(s) for j, s in raw.items()}, blocked, max_chars, k)
+    items = []
+    for run in sel.passages():
+        start, end = int(starts[run[0]]), int(ends[run[-1]])
+        first, last = _line_of(parsed, start), _line_of(parsed, end - 1)
+        run_slots = tuple(sorted(set().union(*(sel.slots[u] for u in run))))
+        anchor = Anchor(label(first, last), start, end, first, last)
+        found = EvidenceItem(anchor, parsed.full_view[start:end], round(max(sel.best[u] for u in run), 4), run_slots)
+        items.append(found)
+    coverage = tuple(
+        _coverage(parsed, slot, j, contents[j], raw.get(j), items, blocked, starts) for j, slot in enumerate(slots)
+    )
+    return Batch(tuple(items), scope, coverage)
+
+
+def _line_of(parsed: Parsed, offset: int) -> int:
+    return int(np.searchsorted(_starts(parsed), offset, side="right"))
+
+
+def _coverage(
+    parsed: Parsed,
+    slot: str,
+    j: int,
+    content: frozenset[str],
+    scores: np.ndarray | None,
+    items: Sequence[EvidenceItem],
+    blocked: np.ndarray,
+    starts: Offsets,
+) -> SlotCoverage:
+    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
+    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
+        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
+    if scores is None:
+        return SlotCoverage(slot, "unresolved")
+    best = [int(u) for u in np.argsort(-scores, kind="stable")[:3] if scores[u] > 0 and not blocked[u]]
+    labels = tuple(f"L{_line_of(parsed, int(starts[u]))}" for u in best)
+    return SlotCoverage(slot, "unresolved", candidates=labels)
+
+
+# -- exact results -----------------------------------------------------------------
+
+
+def shorten(line: str, limit: int = MAX_SHOWN_LINE) -> str:
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+def records_batch(
+    parsed: Parsed, records: Sequence[Record], total: int, scanned: tuple[int, str], note: str, max_chars: int,
+    k: int | None,
+) -> Batch:
+    """``total`` matching records (the first ones given): a count line, then exact slices.
+
+    A record longer than the room left is shown by its first line only if that
+    fits; k bounds the records shown.
+    """
+    head = f"{total:,} matching of {scanned[0]:,} {scanned[1]}" + (f" ({note})" if note else "")
+    if len(head) > max_chars:
+        head = head[: max(1, max_chars - 1)] + "…"
+    items = [_result(head, parsed)]
+    room = max_chars - len(head)
+    limit = len(records) if k is None else min(k, len(records))
+    cut = False
+    for first, last in records[:limit]:
+        found = item(parsed, first, last)
+        if len(found.text) > room and last > first:
+            found = item(parsed, first, first)
+        if len(found.text) > room and len(items) == 1 and room >= 80:
+            found, cut = _prefix(found, room), True
+        if len(found.text) > room or not found.text:
+            break
+        items.append(found)
+        room -= len(found.text) + 1
+    shown = len(items) - 1
+    flags = (RESULTS_TRUNCATED,) if (shown < total and limit) or cut else ()
+    more = "" if not flags else f"; showing the first {shown:,} of {total:,}" + (" (the last one cut)" if cut else "")
+    return Batch(tuple(items), Scope(*scanned, "exact", len(parsed.full_view), note + more), flags=flags)
+
+
+def _prefix(found: EvidenceItem, room: int) -> EvidenceItem:
+    """The first ``room`` characters of a record too long to show whole (still an exact slice)."""
+    a = found.anchor
+    cut = Anchor(a.label, a.char_start, a.char_start + room, a.line_start, a.line_start)
+    return EvidenceItem(cut, found.text[:room], found.score, found.slots)
+
+
+def _result(text: str, parsed: Parsed) -> EvidenceItem:
+    """An exact result: empty span, labelled with the whole file it was computed from."""
+    return EvidenceItem(Anchor(label(1, max(1, line_count(parsed))), 0, 0), text)
+
+
+def results_batch(
+    parsed: Parsed, head: str, lines: Sequence[str], scanned: tuple[int, str], note: str, max_chars: int
+) -> Batch:
+    """One result: a head line then result lines (count per group, aggregates), cut at whole lines."""
+    shown = [head[: max(max_chars, 1)]]
+    used = len(shown[0])
+    for text in lines:
+        if used + len(text) + 1 > max_chars:
+            break
+        shown.append(text)
+        used += len(text) + 1
+    count = len(shown) - 1
+    flags = (RESULTS_TRUNCATED,) if count < len(lines) else ()
+    more = f"; showing {count:,} of {len(lines):,} results" if flags else ""
+    item = _result("\n".join(shown), parsed)
+    return Batch((item,), Scope(*scanned, "exact", len(parsed.full_view), note + more), flags=flags)
+
+
+def count_lines(counts: Counter[str], what: str, total: int, missing: int) -> tuple[str, list[str]]:
+    """The head (``n records by what``) and ``value<TAB>count`` lines, most frequent first."""
+    head = f"{total:,} by {what}: {len(counts):,} distinct values"
+    if missing:
+        head += f", {missing:,} without {what}"
+    return head, [f"{value}\t{n:,}" for value, n in counts.most_common()]
+
+
+class Bounded:
+    """Lines of text that never exceed a character budget (newlines included)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.lines: list[str] = []
+        self.size = -1  # no newline before the first line
+
+    def room(self) -> int:
+        return self.limit - self.size - 1
+
+    def add(self, line: str) -> bool:
+        """Append ``line`` if it fits; a line that doesn't is cut when at least 40 chars are left."""
+        if len(line) > self.room() and (self.room() >= 40 or not self.lines):
+            line = line[: max(0, self.room() - 1)] + "…" if self.room() > 1 else ""
+        if not line or len(line) > self.room():
+            return False
+        self.lines.append(line)
+        self.size += len(line) + 1
+        return True
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def sample_lines(out: Bounded, parsed: Parsed, numbers: Sequence[int], width: int = 160) -> None:
+    """``L<n>| text`` for each line number while they fit."""
+    for number in numbers:
+        if not out.add(f"L{number}| {shorten(line_text(parsed, number), width)}"):
+            return

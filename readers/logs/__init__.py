@@ -1,0 +1,1 @@
+"""The log Reader: entries by time, level and pattern."""

@@ -1,0 +1,1 @@
+"""The PDF Reader (pymupdf): page-anchored text, headings, tables."""

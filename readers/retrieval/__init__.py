@@ -1,0 +1,1 @@
+"""Location methods shared by the Readers: segmentation, BM25, dense re-ranking."""

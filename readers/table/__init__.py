@@ -1,0 +1,1 @@
+"""The table Reader: CSV/TSV/XLSX with exact operations over all rows."""

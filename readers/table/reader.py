@@ -1,0 +1,293 @@
+"""The Tables Reader: CSV/TSV and XLSX/XLSM as a compact TSV full view, with exact operations.
+
+Parsing is in :mod:`readers.table.delimited` / :mod:`readers.table.xlsx`, the full
+view and column access in :mod:`readers.table.model`, the ``@scout`` preview in
+:mod:`readers.table.preview`, exact operations in :mod:`readers.table.operations`.
+
+Anchors (all accepted by ``@focus=`` and ``&scope=``)::
+
+    R12  R12-40               data rows (1-based, the header is not a data row)
+    Sales!R12-40              rows of one sheet ('My Sheet'!R1-9 when quoted)
+    sheet:Sales               a whole sheet, with its header
+    Sales!C2:C4001  C2:C40    the rows an Excel cell range covers
+    col:revenue R1-1000       the rows an exact result was computed from
+
+Intent reads rank data rows with BM25 (the shared :class:`UnitIndex`, built
+on the first intent read, not at parse time) and return row groups, exact
+slices of the full view, whose anchor heading names the columns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from readers.base import (
+    Anchor,
+    ArtifactSource,
+    ArtifactTooLarge,
+    BadAnchor,
+    Batch,
+    CostProfile,
+    EvidenceItem,
+    Parsed,
+    Reader,
+    ReadIntent,
+    Scope,
+    SlotCoverage,
+)
+from readers.ops import Operation
+from readers.retrieval.bm25index import UnitIndex, blocked_mask, content_tokens, contextual_scores, select, smoothed
+from readers.table.delimited import parse_csv
+from readers.table.model import Sheet, build_view, letter_index, no_gc, quote_sheet
+from readers.table.operations import operate
+from readers.table.preview import preview
+
+_XLSX = frozenset({".xlsx", ".xlsm"})
+_CSV = frozenset({".csv", ".tsv", ".tab"})
+_ROWS = re.compile(r"R(\d{1,12})(?:-R?(\d{1,12}))?", re.IGNORECASE)
+_CELLS = re.compile(r"([A-Z]{1,3})(\d{1,12})(?::([A-Z]{1,3})(\d{1,12}))?", re.IGNORECASE)
+_COL = re.compile(r"col:.*?\s(R\d{1,12}(?:-\d{1,12})?)", re.IGNORECASE)
+_METHOD = "bm25 rows"
+MAX_INDEXED_ROWS = 250_000
+"""Intent reads rank rows with BM25; past this many rows the index costs seconds and
+hundreds of MiB (1M rows: 5-8 s, 890 MiB), so bigger tables are asked with exact operations."""
+
+
+def _ext(name: str) -> str:
+    base = name.rsplit("/", 1)[-1]
+    dot = base.rfind(".")
+    return base[dot:].lower() if dot > 0 else ""
+
+
+class TableReader(Reader):
+    """CSV/TSV and XLSX workbooks."""
+
+    name = "table"
+    extensions = _XLSX | _CSV
+    magic = (b"PK\x03\x04",)
+    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
+    operations = frozenset({"sum", "mean", "min", "max", "count", "distinct", "rows"})
+    max_bytes = 64 * 1024 * 1024
+    # measured by scripts/bench_tables.py: CSV 19-37 ms/MiB (plain/quoted), xlsx ~210 ms per compressed MiB
+    cost = CostProfile(parse_ms_per_mb=40.0, per_call_chars=160, full_view_ratio=0.95)
+
+    def accepts(self, name: str, head: bytes) -> bool:
+        ext = _ext(name)
+        if ext in _XLSX:
+            return head.startswith(b"PK\x03\x04")
+        utf16 = head.startswith((b"\xff\xfe", b"\xfe\xff"))
+        return ext in _CSV and not head.startswith(b"PK\x03\x04") and (utf16 or b"\x00" not in head)
+
+    def parse(self, source: ArtifactSource) -> Parsed:
+        if source.size > self.max_bytes:
+            raise ArtifactTooLarge(
+                f"{source.size:,} bytes is over the Tables Reader's {self.max_bytes:,}-byte bound",
+                hint="read parts with @raw (head -c) or split the file",
+            )
+        data = source.read_bytes(self.max_bytes)
+        with no_gc():
+            return self._parse(source.name, data)
+
+    def _parse(self, name: str, data: bytes) -> Parsed:
+        if _ext(name) in _XLSX or data.startswith(b"PK\x03\x04"):
+            from readers.table.xlsx import parse_xlsx
+
+            view, sheets = build_view(parse_xlsx(data), titled=True)
+            kind = "xlsx"
+        else:
+            view, sheets = build_view([parse_csv(data, name)], titled=False)
+            kind = "tsv" if _ext(name) in (".tsv", ".tab") else "csv"
+        starts = np.concatenate([sh.row_starts for sh in sheets])
+        ends = np.concatenate([sh.row_ends for sh in sheets])
+        firsts = np.cumsum([0] + [sh.n_rows for sh in sheets])
+        return Parsed(view, kind, {"sheets": sheets, "unit_starts": starts, "unit_ends": ends, "first_unit": firsts})
+
+    def preview(self, parsed: Parsed, max_chars: int) -> str:
+        return preview(parsed, max_chars)
+
+    def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
+        if operation.name not in self.operations:
+            return super().operate(parsed, operation, max_chars)
+        with no_gc():
+            return operate(parsed, operation, max_chars)
+
+    # -- locate ----------------------------------------------------------------
+
+    def locate(
+        self,
+        parsed: Parsed,
+        intent: ReadIntent,
+        max_chars: int,
+        exclude: Sequence[tuple[int, int]] = (),
+        k: int | None = None,
+    ) -> Batch:
+        slots = intent.slots or (intent.text,)
+        lo, hi, note = (0, len(parsed.data["unit_starts"]), "")
+        if intent.scope is not None:
+            lo, hi = _unit_range(parsed, intent.scope, "&scope=")
+            note = f"scope {intent.scope.strip()}"
+        starts, ends = parsed.data["unit_starts"][lo:hi], parsed.data["unit_ends"][lo:hi]
+        chars = int(ends[-1] - starts[0]) if hi > lo else 0
+        scope = Scope(hi - lo, "rows", _METHOD, chars, note)
+        contents = [content_tokens(slot) for slot in slots]
+        if not any(contents) or hi == lo:
+            flag = "no-content-words" if not any(contents) else "no-data-rows"
+            return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), flags=(flag,))
+        _check_indexable(parsed)
+        index = _index(parsed)
+        raw = {j: contextual_scores(index, slot, intent.context)[lo:hi] for j, slot in enumerate(slots) if contents[j]}
+        ranked = {j: smoothed(scores) for j, scores in raw.items()}
+        sel = select(starts, ends, ranked, blocked_mask(starts, ends, exclude), max_chars, k)
+        items = []
+        for run in sel.passages():
+            for part in _split_at_sheets(parsed, [u + lo for u in run]):
+                slots_of = sorted(set().union(*(sel.slots[u - lo] for u in part)))
+                score = round(max(sel.best[u - lo] for u in part), 4)
+                items.append(_rows_item(parsed, part[0], part[-1], score, tuple(slots_of)))
+        coverage = tuple(_coverage(parsed, slot, j, contents[j], raw.get(j), lo, items) for j, slot in enumerate(slots))
+        return Batch(tuple(items), scope, coverage)
+
+    # -- focus -----------------------------------------------------------------
+
+    def focus(self, parsed: Parsed, anchor: str) -> Batch:
+        spec = anchor.strip()
+        sheets: list[Sheet] = parsed.data["sheets"]
+        if spec.lower().startswith("sheet:"):
+            sheet = _sheet_named(sheets, spec[6:].strip(), spec)
+            item = EvidenceItem(
+                Anchor(f"sheet:{sheet.name}", sheet.start, sheet.end, heading=_heading(sheet)),
+                parsed.full_view[sheet.start : sheet.end],
+            )
+            return Batch((item,), Scope(sheet.n_rows, "rows", "focus", sheet.end - sheet.start))
+        first, last = _unit_range(parsed, spec, "@focus=")
+        item = _rows_item(parsed, first, last - 1, 0.0, ())
+        return Batch((item,), Scope(last - first, "rows", "focus", item.anchor.char_end - item.anchor.char_start))
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _check_indexable(parsed: Parsed) -> None:
+    rows = len(parsed.data["unit_starts"])
+    if rows > MAX_INDEXED_ROWS:
+        raise ArtifactTooLarge(
+            f"{rows:,} rows is over the {MAX_INDEXED_ROWS:,} rows an intent read ranks",
+            hint="find rows exactly: @rows&where=column~word (matching rows), @count&where=..., "
+            "@distinct=column, or @sum=column&by=other; @scout shows the columns",
+        )
+
+
+def _index(parsed: Parsed) -> UnitIndex:
+    if "index" not in parsed.data:
+        view = parsed.full_view
+        pairs = zip(parsed.data["unit_starts"].tolist(), parsed.data["unit_ends"].tolist(), strict=True)
+        with no_gc():
+            parsed.data["index"] = UnitIndex([view[s:e].replace("\t", " ") for s, e in pairs])
+    index = parsed.data["index"]
+    assert isinstance(index, UnitIndex)
+    return index
+
+
+def _sheet_of(parsed: Parsed, unit: int) -> int:
+    return int(np.searchsorted(parsed.data["first_unit"], unit, side="right")) - 1
+
+
+def _split_at_sheets(parsed: Parsed, run: list[int]) -> list[list[int]]:
+    parts: list[list[int]] = []
+    for u in run:
+        if parts and _sheet_of(parsed, u) == _sheet_of(parsed, parts[-1][-1]):
+            parts[-1].append(u)
+        else:
+            parts.append([u])
+    return parts
+
+
+def _heading(sheet: Sheet) -> str:
+    cols = " | ".join(sheet.columns)
+    text = f"columns: {cols}" if len(cols) <= 300 else f"columns: {cols[:300]}… ({len(sheet.columns)} in all)"
+    return (f"sheet {sheet.name}; " if sheet.name is not None else "") + text
+
+
+def _rows_item(parsed: Parsed, first: int, last: int, score: float, slots: tuple[int, ...]) -> EvidenceItem:
+    """Global units first..last (inclusive, one sheet) as an item."""
+    s = _sheet_of(parsed, first)
+    sheet: Sheet = parsed.data["sheets"][s]
+    base = int(parsed.data["first_unit"][s])
+    start, end = int(parsed.data["unit_starts"][first]), int(parsed.data["unit_ends"][last])
+    label = sheet.rows_label(first - base + 1, last - base + 1)
+    anchor = Anchor(label, start, end, first - base + 1, last - base + 1, _heading(sheet))
+    return EvidenceItem(anchor, parsed.full_view[start:end], score, slots)
+
+
+def _coverage(
+    parsed: Parsed, slot: str, j: int, content: frozenset[str], scores: np.ndarray | None, lo: int,
+    items: Sequence[EvidenceItem],
+) -> SlotCoverage:
+    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
+    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
+        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
+    if scores is None:
+        return SlotCoverage(slot, "unresolved")
+    best = [int(u) for u in np.argsort(-scores, kind="stable")[:3] if scores[u] > 0]
+    labels = tuple(_rows_item(parsed, u + lo, u + lo, 0, ()).anchor.label for u in best)
+    return SlotCoverage(slot, "unresolved", candidates=labels)
+
+
+def _sheet_named(sheets: list[Sheet], name: str, spec: str) -> Sheet:
+    wanted = name.strip().strip("'").casefold()
+    for sheet in sheets:
+        if sheet.name is not None and sheet.name.casefold() == wanted:
+            return sheet
+    raise BadAnchor(f"no sheet {name!r} ({spec!r})", hint=_anchor_hint(sheets))
+
+
+def _anchor_hint(sheets: list[Sheet]) -> str:
+    if sheets[0].name is None:
+        return f"anchors are data rows: @focus=R1-{max(1, sheets[0].n_rows)}"
+    shown = ", ".join(f"{quote_sheet(sh.name or '')}!R1-{max(1, sh.n_rows)} or sheet:{sh.name}" for sh in sheets[:5])
+    return "anchors: " + shown
+
+
+def _unit_range(parsed: Parsed, spec: str, how: str) -> tuple[int, int]:
+    """Global unit range [first, last) of a rows / cells / sheet anchor."""
+    sheets: list[Sheet] = parsed.data["sheets"]
+    text = spec.strip()
+    col = _COL.fullmatch(text)
+    if col:
+        text = col.group(1)
+    if text.lower().startswith("sheet:"):
+        s = sheets.index(_sheet_named(sheets, text[6:], spec))
+        base = int(parsed.data["first_unit"][s])
+        if not sheets[s].n_rows:
+            name = sheets[s].name
+            raise BadAnchor(f"sheet {name} has no data rows", hint=f"read it with {how}sheet:{name}")
+        return base, base + sheets[s].n_rows
+    s = 0
+    if "!" in text:
+        name, _, text = text.rpartition("!")
+        s = sheets.index(_sheet_named(sheets, name, spec))
+    sheet = sheets[s]
+    first, last = _rows_of(sheet, text, spec, how)
+    if not 1 <= first <= last <= sheet.n_rows:
+        raise BadAnchor(f"rows {first}-{last} are outside 1-{sheet.n_rows} ({spec!r})", hint=_anchor_hint(sheets))
+    base = int(parsed.data["first_unit"][s])
+    return base + first - 1, base + last
+
+
+def _rows_of(sheet: Sheet, text: str, spec: str, how: str) -> tuple[int, int]:
+    rows = _ROWS.fullmatch(text)
+    if rows:
+        first = int(rows.group(1))
+        return first, int(rows.group(2)) if rows.group(2) else first
+    cells = _CELLS.fullmatch(text)
+    if cells and sheet.origin is not None:
+        top = int(sheet.origin[0]) + int(sheet.has_header)
+        first = int(cells.group(2)) - top
+        last = int(cells.group(4) or cells.group(2)) - top
+        letter_index(cells.group(1))  # a valid column reference; rows are what is returned
+        return max(1, first), min(last, sheet.n_rows)
+    hint = f"write {how}R12-40, {how}Sales!R12-40 or {how}sheet:Sales"
+    raise BadAnchor(f"unknown anchor {spec!r} for a table", hint=hint)

@@ -1,0 +1,1 @@
+"""Composition and surfaces: the daemon, the CLI, sparsefs read, the API, MCP, index, reports."""

@@ -1,0 +1,216 @@
+"""Run one mount in the foreground: open the source, build the core, serve."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
+from sparsefs.app.sdnotify import Readiness
+from sparsefs.artifacts.bounded import Bounds
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.fuse import backends
+from sparsefs.fuse.mounts import find_mount, is_stale, unmount
+from sparsefs.guard.policy import DEFAULT_THRESHOLD, KIND_EXTENSIONS, Guard, GuardConfig
+from sparsefs.source.freshness import Freshness
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.parsed import ParsedStore, open_store
+from sparsefs.store.state import StateDB, StateDirBusy, StateLock
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.core import Core
+from sparsefs.vfs.watcher import watch_source
+
+log = logging.getLogger("sparsefs")
+
+
+class MountError(Exception):
+    """A mount request that cannot proceed; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    """Where the source is, where it appears, and where state lives."""
+
+    source: Path
+    mountpoint: Path
+    state_dir: Path
+    allow_other: bool = False
+    watch: bool = True
+    backend: str = "auto"
+    readers: int = 1  # kernel backend: threads reading /dev/fuse
+    spin_us: int | None = None  # kernel backend: poll /dev/fuse this long before sleeping (None: default)
+    session_intent: str | None = None  # None: keep the one the last mount of this source left
+    guard_pids: tuple[int, ...] = ()  # sparsefs.guard.policy: these processes and their descendants are guarded
+    guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
+    guard_threshold: int = DEFAULT_THRESHOLD  # full-view characters above which a guarded plain read is carded
+    guard_kinds: tuple[str, ...] = ()  # sparsefs.guard.policy KIND_EXTENSIONS names; () means all
+
+    @property
+    def in_place(self) -> bool:
+        return self.source == self.mountpoint
+
+
+def default_state_dir(source: Path) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "sparsefs" / xxhash.xxh64_hexdigest(os.fsencode(source))
+
+
+def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool,
+               backend: str = "auto") -> MountPlan:
+    """Validate the request; raise MountError with a fix when it cannot work."""
+    src = Path(source).resolve()
+    mnt = Path(mountpoint).resolve() if mountpoint else src
+    if not src.is_dir():
+        raise MountError(f"source {src} is not a directory")
+    _check_mountpoint(src, mnt)
+    state = Path(state_dir).resolve() if state_dir else default_state_dir(src)
+    if state.is_relative_to(src) and mnt == src:
+        raise MountError(f"the state directory {state} must not be inside the in-place mount")
+    _check_state_dir(state)
+    try:
+        chosen, _ = backends.choose(backend)
+    except ValueError as err:
+        raise MountError(f"{err}; use --backend auto or mfusepy") from None
+    return MountPlan(src, mnt, state, allow_other, backend=chosen)
+
+
+def _check_state_dir(state: Path) -> None:
+    """Refuse early (before a background daemon starts) when a live mount holds the state dir."""
+    probe = StateLock(state)
+    try:
+        acquire_for_mount(probe)  # a reader (sparsefs read, MCP, the API) holds it for moments: wait for it
+    except StateDirBusy as err:
+        raise MountError(str(err)) from None
+    except OSError:
+        return  # not creatable here: the daemon reports it
+    probe.release()
+
+
+def _check_mountpoint(src: Path, mnt: Path) -> None:
+    if mnt != src and mnt.is_relative_to(src):
+        raise MountError(f"mountpoint {mnt} is inside the source {src}; choose a directory outside it")
+    if mnt != src and src.is_relative_to(mnt):
+        raise MountError(f"source {src} is inside the mountpoint {mnt}; the mount would hide it")
+    if find_mount(mnt) and is_stale(mnt):
+        _recover_stale(mnt)
+    entry = find_mount(mnt)
+    if entry and entry.fstype == "fuse.sparsefs":
+        raise MountError(f"{mnt} is already a SparseFS mount; run: sparsefs umount {mnt}")
+    if not mnt.is_dir():
+        raise MountError(f"mountpoint {mnt} is not a directory (mkdir -p {mnt})")
+
+
+def _recover_stale(mnt: Path) -> None:
+    """A mount whose daemon died (crash, SIGKILL) answers ENOTCONN: detach it and mount afresh."""
+    log.warning("%s is a stale SparseFS mount (daemon gone); unmounting it first", mnt)
+    try:
+        unmount(mnt, lazy=True)
+    except (RuntimeError, OSError) as err:
+        raise MountError(f"{mnt} is a stale mount and could not be unmounted ({err}); run: umount -l {mnt}") from None
+
+
+def run(plan: MountPlan) -> int:
+    """Serve until unmounted or signalled; returns an exit code."""
+    serve = backends.server(plan.backend, plan.readers, plan.spin_us)
+    os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
+    lock = StateLock(plan.state_dir)
+    try:
+        acquire_for_mount(lock)
+    except StateDirBusy as err:
+        raise MountError(str(err)) from None
+    root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
+    write_info(plan.state_dir, MountInfo(os.getpid(), str(plan.source), str(plan.mountpoint), root.fd,
+                                         str(plan.state_dir)))
+    core = build_core(root, plan.state_dir, plan.backend, plan.session_intent)
+    core.guard = _guard(plan, core)
+    watcher = _start_watcher(plan, core)
+    log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
+             "in place" if plan.in_place else "mirror", plan.backend)
+    readiness = Readiness(core)  # Type=notify: READY=1 once the mount answers
+    try:
+        serve(core, str(plan.mountpoint), plan.allow_other)
+    finally:
+        readiness.stopping()
+        if watcher is not None:
+            watcher.stop()
+        close_core(core)
+        root.close()
+        lock.release()
+    return 0
+
+
+def build_core(root: SourceRoot, state_dir: Path, backend: str, session_intent: str | None = None,
+               artifacts: ArtifactCache | None = None) -> Core:
+    """The Core every surface serves through (a mount, ``sparsefs read``, the API, MCP), built one way: the
+    state database, parsed store and pack log of ``state_dir``, and the parse bounds of the environment
+    (sparsefs.artifacts.bounded). ``artifacts``: a cache kept warm across cores (MCP); it must read ``root``."""
+    stats = Stats(state_dir / "log.jsonl", backend=backend)
+    if artifacts is None:
+        artifacts = build_artifacts(root, state_dir)
+    return Core(root, stats, state=_open_state(state_dir), session_intent=session_intent, artifacts=artifacts)
+
+
+def build_artifacts(root: SourceRoot, state_dir: Path) -> ArtifactCache:
+    """Parsed artifacts of ``root``, stored in ``state_dir``, each parse under the environment's bounds."""
+    return ArtifactCache(root, store=_open_store(state_dir), bounds=Bounds.from_env())
+
+
+def close_core(core: Core, keep_artifacts: bool = False) -> None:
+    """Stop background work, then save what grew; the stats log closes after its last writer."""
+    core.protocol.chooser.close()  # the dense warm-up stops between batches
+    if core.guard is not None:
+        core.guard.close()  # its background log lines stop before the stats log closes
+    if core.artifacts.store is not None and not keep_artifacts:
+        core.artifacts.store.close()  # saves indexes built since, flushes the queue
+    core.stats.close()
+    if core.state is not None:
+        core.state.close()
+
+
+def _guard(plan: MountPlan, core: Core) -> Guard | None:
+    """The plain-read guard, when the mount names processes to guard."""
+    if not plan.guard_pids and not plan.guard_comms:
+        return None
+    kinds = frozenset(plan.guard_kinds or KIND_EXTENSIONS)
+    config = GuardConfig(frozenset(plan.guard_pids), frozenset(plan.guard_comms), plan.guard_threshold, kinds)
+    return Guard(config, core.root, core.protocol, core.stats, str(plan.mountpoint))
+
+
+def _open_state(state_dir: Path) -> StateDB | None:
+    """Episodes, frozen packs and the session intent on disk; without them the mount still serves."""
+    try:
+        return StateDB.in_dir(state_dir)
+    except (OSError, sqlite3.Error) as err:
+        log.warning("state database unavailable (%s); episodes and packs will not survive this mount", err)
+        return None
+
+
+def _open_store(state_dir: Path) -> ParsedStore | None:
+    """Fingerprints and parsed artifacts on disk; a state dir that cannot hold them means memory only."""
+    try:
+        return open_store(state_dir)
+    except (OSError, sqlite3.Error) as err:
+        log.warning("parsed-artifact store unavailable (%s); this mount starts cold and stays in memory", err)
+        return None
+
+
+def _start_watcher(plan: MountPlan, core: Core) -> Freshness:
+    """inotify on the source, else (--no-watch, limits reached) a check on each open; stats.json says which."""
+    # In place, the source path is our own mount: watch the hidden tree through the fd.
+    path = f"/proc/{os.getpid()}/fd/{core.root.fd}" if plan.in_place else str(plan.source)
+    return watch_source(core, path, enabled=plan.watch)
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="sparsefs %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("bm25s").setLevel(logging.WARNING)

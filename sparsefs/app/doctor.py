@@ -1,0 +1,228 @@
+"""``sparsefs doctor``: check what a mount needs, and say how to fix each problem.
+
+Besides the machine (``/dev/fuse``, libfuse, permissions, inotify limits) it
+looks at every SparseFS mounted now (fstype ``fuse.sparsefs`` in
+``/proc/self/mountinfo``) and says, from its ``.sparsefs/stats.json``, whether
+source changes are watched or only checked on access, why, and the fix. The
+file is read by a child process with a deadline: a hung daemon leaves its
+callers in uninterruptible sleep, and doctor must still answer.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from sparsefs.fuse.mounts import FSTYPE, mount_entries
+from sparsefs.source.freshness import inotify_limit, suggested_watch_limit
+
+STATS_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def check_dev_fuse() -> Check:
+    path = "/dev/fuse"
+    if not os.path.exists(path):
+        return Check("/dev/fuse", False, "missing", "modprobe fuse (on a container: run with --device /dev/fuse)")
+    if not stat.S_ISCHR(os.stat(path).st_mode):
+        return Check("/dev/fuse", False, "not a character device", "recreate it: mknod /dev/fuse c 10 229")
+    if not os.access(path, os.R_OK | os.W_OK):
+        return Check("/dev/fuse", False, "not readable and writable by you", "chmod 666 /dev/fuse or run as root")
+    return Check("/dev/fuse", True, "present, read-write")
+
+
+def check_libfuse() -> Check:
+    found = ctypes.util.find_library("fuse3")
+    if not found:
+        return Check("libfuse3", False, "not found", "apt-get install fuse3 libfuse3-3")
+    return Check("libfuse3", True, found)
+
+
+def check_fusermount() -> Check:
+    tool = shutil.which("fusermount3")
+    if not tool:
+        return Check("fusermount3", False, "not on PATH", "apt-get install fuse3")
+    if os.geteuid() != 0 and not os.stat(tool).st_mode & stat.S_ISUID:
+        return Check("fusermount3", False, f"{tool} is not setuid", f"chmod u+s {tool}")
+    return Check("fusermount3", True, tool)
+
+
+def check_permissions() -> Check:
+    if os.geteuid() == 0:
+        return Check("permissions", True, "running as root: mount(2) and unmount work directly")
+    return Check("permissions", True, "unprivileged: mounts go through setuid fusermount3", required=False)
+
+
+def check_allow_other() -> Check:
+    conf = Path("/etc/fuse.conf")
+    enabled = conf.exists() and any(line.strip() == "user_allow_other" for line in conf.read_text().splitlines())
+    detail = "user_allow_other set" if enabled else "user_allow_other not set (needed for --allow-other as non-root)"
+    return Check("/etc/fuse.conf", True, detail, "" if enabled else "echo user_allow_other >> /etc/fuse.conf",
+                 required=False)
+
+
+def check_binding() -> Check:
+    try:
+        import mfusepy
+    except (ImportError, OSError, AttributeError) as err:
+        return Check("mfusepy", False, f"cannot load: {err}", "pip install mfusepy (and apt-get install fuse3)")
+    return Check("mfusepy", True, f"libfuse {mfusepy.fuse_version_major}.{mfusepy.fuse_version_minor}")
+
+
+def check_backend() -> Check:
+    from sparsefs.fuse.backends import choose
+
+    backend, reason = choose("auto")
+    detail = f"kernel {os.uname().release}; --backend auto uses {backend} ({reason})"
+    fix = "" if backend == "kernel" else "run as root on Linux >= 6.9 for kernel passthrough (native-speed plain I/O)"
+    return Check("backend", True, detail, fix, required=False)
+
+
+def check_inotify() -> Check:
+    watches = inotify_limit() or 0
+    ok = watches >= 8192
+    fix = f"sysctl fs.inotify.max_user_watches={suggested_watch_limit(0, watches)}" if not ok else ""
+    detail = f"max_user_watches={watches} (one per watched directory), {watches_in_use()} in use by uid {os.getuid()}"
+    return Check("inotify", ok, detail, fix, required=False)
+
+
+def watches_in_use(uid: int | None = None) -> int:
+    """inotify watches held by ``uid``'s processes now (the budget max_user_watches limits)."""
+    uid = os.getuid() if uid is None else uid
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                total += _process_watches(pid)
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return total
+
+
+def _process_watches(pid: str) -> int:
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify":
+                with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                    count += sum(line.startswith("inotify wd:") for line in info)
+        except OSError:
+            continue
+    return count
+
+
+# ---- mounted SparseFS ------------------------------------------------------------------
+def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
+    """One line per mounted SparseFS: how it learns of source changes, and the fix if it only checks."""
+    mounted = [entry.mountpoint for entry in mount_entries() if entry.fstype == FSTYPE]
+    if not mounted:
+        return [Check("mounts", True, "no SparseFS mounted", required=False)]
+    return [check_mount(mnt, timeout_s) for mnt in mounted]
+
+
+def read_stats(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> dict[str, Any] | str:
+    """The mount's stats.json, or why it could not be read (never blocks past ``timeout_s``)."""
+    path = os.path.join(mountpoint, ".sparsefs", "stats.json")
+    child = subprocess.Popen(["cat", "--", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        child.kill()  # a FUSE wait is killable; if not, the child is left behind, doctor is not
+        return f"no answer within {timeout_s:g} s: the daemon looks hung"
+    if child.returncode != 0:
+        return err.decode(errors="replace").strip() or f"cat exited with {child.returncode}"
+    try:
+        stats = json.loads(out)
+    except ValueError:
+        return "stats.json is not JSON"
+    return stats if isinstance(stats, dict) else "stats.json is not an object"
+
+
+def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> Check:
+    name = f"mount {mountpoint}"
+    stats = read_stats(mountpoint, timeout_s)
+    if isinstance(stats, str):
+        return Check(name, False, stats, f"sparsefs umount {mountpoint} (or: fusermount3 -u {mountpoint}), then "
+                     "mount again", required=False)
+    watcher = stats.get("watcher")
+    if not isinstance(watcher, dict):
+        return Check(name, False, "its daemon does not report how it watches the source",
+                     "remount it with this version of sparsefs", required=False)
+    return _watcher_check(name, watcher)
+
+
+def _watcher_check(name: str, watcher: dict[str, Any]) -> Check:
+    mode, reason = watcher.get("mode"), str(watcher.get("reason") or "")
+    limit = watcher.get("max_user_watches")
+    if mode == "inotify":
+        return Check(name, True, f"source changes watched by inotify ({watcher.get('watches')} directories, "
+                     f"max_user_watches={limit})", required=False)
+    if mode == "on-access" and reason.startswith("--no-watch"):
+        return Check(name, True, "source changes checked on each open (--no-watch)", required=False)
+    if mode == "on-access":
+        return Check(name, False, f"source changes checked on each open, not watched: {reason}{_needs(watcher)}",
+                     _fix_for(reason, watcher), required=False)
+    return Check(name, False, f"source changes neither watched nor checked ({reason})",
+                 "remount without --no-watch", required=False)
+
+
+def _needs(watcher: dict[str, Any]) -> str:
+    directories = watcher.get("directories")
+    return f"; the tree needs {directories} watches" if isinstance(directories, int) else ""
+
+
+def _fix_for(reason: str, watcher: dict[str, Any]) -> str:
+    if "max_user_instances" in reason:
+        setting = "fs.inotify.max_user_instances=1024"
+    elif "max_queued_events" in reason:
+        setting = "fs.inotify.max_queued_events=262144"
+    else:
+        directories, limit = watcher.get("directories"), watcher.get("max_user_watches")
+        needed = directories if isinstance(directories, int) else 0
+        limit = limit if isinstance(limit, int) else None
+        setting = f"fs.inotify.max_user_watches={suggested_watch_limit(needed + watches_in_use(), limit)}"
+    return (f"sysctl {setting} (to keep it: echo {setting} > /etc/sysctl.d/60-sparsefs.conf), then remount; "
+            "until then every open stats the source file once")
+
+
+def check_dense() -> Check:
+    """The optional dense-retrieval extra: without it, hybrid is not an eligible configuration."""
+    from readers.retrieval import dense
+
+    if dense.available():
+        return Check("dense retrieval", True, "all-MiniLM-L6-v2 int8 (onnxruntime): hybrid location available",
+                     required=False)
+    return Check("dense retrieval", False, "not available: " + dense.missing_reason(), "pip install 'sparsefs[dense]'",
+                 required=False)
+
+
+CHECKS = (check_dev_fuse, check_libfuse, check_fusermount, check_permissions, check_allow_other,
+          check_binding, check_backend, check_inotify, check_dense)
+
+
+def run_checks(out: TextIO) -> int:
+    failed = False
+    for check in [*(fn() for fn in CHECKS), *check_mounts()]:
+        mark = "ok" if check.ok else ("FAIL" if check.required else "warn")
+        out.write(f"[{mark:>4}] {check.name}: {check.detail}\n")
+        if (check.fix and not check.ok) or (check.fix and not check.required):
+            out.write(f"       fix: {check.fix}\n")
+        failed |= check.required and not check.ok
+    out.write("all required checks passed\n" if not failed else "some required checks failed\n")
+    return 1 if failed else 0

@@ -1,0 +1,359 @@
+"""``sparsefs stats`` and ``sparsefs report``: what the packs exposed vs what full reads would have cost.
+
+The source is the pack log (``log.jsonl``: one line per pack delivered, from a
+mount or from ``sparsefs read``/MCP/the API): ``<mount>/.sparsefs/log.jsonl``
+for a live mount, else the state directory's copy (the same file).
+
+The comparison is per *read unit*: an episode (every access under one objective
+of one artifact version), or, for packs outside any episode (previews, exact
+results, errors), one artifact version. A full read costs that unit's full view
+length ``L`` once — within an episode an agent that had read the whole file
+would not read it again for the next refine — and a version-only unit whose
+version an episode also read costs none. Two episodes (two objectives) on the
+same version each count ``L``: the baseline is an agent that reads the whole
+file once per task, not once per lifetime.
+
+Lines of the plain-read guard (sparsefs.guard.policy: ``action`` "plain-read",
+decision ``guard-card`` or ``insisted``) are not packs: they are counted as
+cards served and insisted plain reads (and under their decisions), their
+exposure and ``L`` in the totals.
+Kinds are file extensions (the log does not name the Reader). The log is
+append-only and unbounded, so it is streamed, line by line; a malformed line
+(bad JSON, a missing field, a count that is not a non-negative integer) is
+counted and contributes nothing.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from sparsefs.app.daemon import default_state_dir
+from sparsefs.fuse.mounts import is_sparsefs_mount
+from sparsefs.vfs.control import CONTROL_DIR, LOG_NAME
+
+_EPISODE_ROWS = 20
+GUARD_DECISIONS = frozenset({"guard-card", "insisted"})  # sparsefs.guard.policy's log lines (action "plain-read")
+
+
+@dataclass
+class Unit:
+    """One episode (or one artifact version read outside episodes)."""
+
+    key: str
+    artifact: str
+    kind: str
+    version: str = ""
+    packs: int = 0
+    exposed: int = 0
+    full_view: int = 0
+    decisions: Counter[str] = field(default_factory=Counter)
+    cards: int = 0  # guard cards served for plain reads
+    insisted: int = 0  # plain reads that went through after a card
+
+    @property
+    def saved(self) -> int:
+        return self.full_view - self.exposed
+
+
+@dataclass
+class Totals:
+    """Sums over units: packs, exposed characters, full-read characters."""
+
+    packs: int = 0
+    exposed: int = 0
+    full_view: int = 0
+    cards: int = 0
+    insisted: int = 0
+
+    def add(self, unit: Unit) -> None:
+        self.packs += unit.packs
+        self.cards += unit.cards
+        self.insisted += unit.insisted
+        self.exposed += unit.exposed
+        self.full_view += unit.full_view
+
+    @property
+    def ratio(self) -> float | None:
+        return round(self.exposed / self.full_view, 4) if self.full_view else None
+
+
+@dataclass
+class Report:
+    """Everything stats and report show."""
+
+    source: str
+    units: list[Unit]
+    bad_lines: int = 0
+
+    def totals(self) -> Totals:
+        totals = Totals()
+        for unit in self.units:
+            totals.add(unit)
+        return totals
+
+    def by_kind(self) -> dict[str, Totals]:
+        kinds: dict[str, Totals] = defaultdict(Totals)
+        for unit in self.units:
+            kinds[unit.kind].add(unit)
+        return dict(sorted(kinds.items(), key=lambda item: -item[1].full_view))
+
+    def decisions(self) -> Counter[str]:
+        return sum((unit.decisions for unit in self.units), Counter())
+
+    def episodes(self) -> list[Unit]:
+        return [unit for unit in self.units if not unit.key.startswith("version:")]
+
+    def as_json(self) -> dict[str, Any]:
+        totals = self.totals()
+        return {
+            "source": self.source,
+            "packs_served": totals.packs,
+            "chars_exposed": totals.exposed,
+            "full_read_chars": totals.full_view,
+            "chars_saved": totals.full_view - totals.exposed,
+            "exposure_ratio": totals.ratio,
+            "decisions": dict(self.decisions()),
+            "bad_lines": self.bad_lines,
+            "cards_served": totals.cards,
+            "insisted_reads": totals.insisted,
+            "by_kind": {kind: asdict(t) | {"ratio": t.ratio} for kind, t in self.by_kind().items()},
+            "episodes": [_unit_json(unit) for unit in self.episodes()],
+        }
+
+
+def _unit_json(unit: Unit) -> dict[str, Any]:
+    return {
+        "episode": unit.key,
+        "artifact": unit.artifact,
+        "packs": unit.packs,
+        "exposed": unit.exposed,
+        "L": unit.full_view,
+        "decisions": dict(unit.decisions),
+        "cards": unit.cards,
+        "insisted": unit.insisted,
+    }
+
+
+def log_path(path: str, state_dir: str | None) -> Path:
+    """Where the pack log of PATH (a mount or a source directory) or of a state directory is."""
+    if state_dir is not None:
+        return Path(state_dir) / LOG_NAME
+    where = Path(path).resolve()
+    if is_sparsefs_mount(where):
+        return where / CONTROL_DIR / LOG_NAME
+    return default_state_dir(where) / LOG_NAME
+
+
+def load(log: Path) -> Report:
+    """Group the log's packs into units; malformed lines are counted, not fatal."""
+    units: dict[str, Unit] = {}
+    bad = 0
+    for line in _lines(log):
+        try:
+            entry = Line.parse(orjson.loads(line))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            bad += 1
+            continue
+        entry.add_to(units)
+    _share_full_reads(units.values())
+    return Report(str(log), list(units.values()), bad)
+
+
+def _lines(log: Path) -> Iterator[bytes]:
+    try:
+        with log.open("rb") as stream:
+            yield from (line for line in stream if line.strip())
+    except FileNotFoundError:
+        return
+
+
+def _share_full_reads(units: Iterable[Unit]) -> None:
+    """A preview of a version some episode also read costs no full read of its own: one would have served both."""
+    in_episodes = {(u.artifact, u.version) for u in units if not u.key.startswith("version:")}
+    for unit in units:
+        if unit.key.startswith("version:") and (unit.artifact, unit.version) in in_episodes:
+            unit.full_view = 0
+
+
+@dataclass(frozen=True)
+class Line:
+    """One validated log line; nothing is counted before every field is."""
+
+    artifact: str
+    version: str
+    episode: str | None
+    exposed: int
+    full_view: int
+    decision: str
+    plain_read: bool  # a guard line (a card, or an insisted plain read), not a pack
+
+    @classmethod
+    def parse(cls, entry: Any) -> Line:
+        if not isinstance(entry, dict) or not isinstance(entry["artifact"], str):
+            raise TypeError("not a log line")
+        episode = entry.get("episode")
+        return cls(
+            entry["artifact"],
+            str(entry.get("fingerprint")),
+            str(episode) if episode else None,
+            _count(entry["exposed"]),
+            _count(entry["L"]),
+            str(entry["decision"]),
+            entry.get("action") == "plain-read",
+        )
+
+    def add_to(self, units: dict[str, Unit]) -> None:
+        key = self.episode or f"version:{self.artifact}:{self.version}"
+        unit = units.setdefault(key, Unit(key, self.artifact, kind_of(self.artifact), self.version))
+        unit.exposed += self.exposed
+        unit.full_view = max(unit.full_view, self.full_view)
+        unit.decisions[self.decision] += 1
+        if not self.plain_read:
+            unit.packs += 1
+        elif self.decision == "insisted":
+            unit.insisted += 1
+        else:
+            unit.cards += 1
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"not a count: {value!r}")
+    return value
+
+
+def kind_of(artifact: str) -> str:
+    suffix = os.path.splitext(artifact.rstrip("/"))[1].lower()
+    return suffix.lstrip(".") or "(none)"
+
+
+def _pack_decisions(decisions: Counter[str]) -> list[tuple[str, int]]:
+    """Decisions of packs; the guard's own (a card, an insisted read) are shown on a line of their own."""
+    return [(k, v) for k, v in decisions.most_common() if k not in GUARD_DECISIONS]
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None else "-"
+
+
+def render_text(report: Report) -> str:
+    """The terminal summary."""
+    totals, decisions = report.totals(), report.decisions()
+    lines = [
+        f"log: {report.source}" + (f" ({report.bad_lines} malformed lines skipped)" if report.bad_lines else ""),
+        f"packs served: {totals.packs:,}  ({', '.join(f'{k} {v}' for k, v in _pack_decisions(decisions))})",
+        f"characters exposed: {totals.exposed:,} of {totals.full_view:,} that full reads would have cost "
+        f"({_ratio(totals.ratio)}; saved {totals.full_view - totals.exposed:,})",
+        f"fallbacks to the full view: {decisions['fallback']}",
+        f"guard cards served: {totals.cards:,}  insisted plain reads: {totals.insisted:,}",
+        "",
+        f"{'kind':<10} {'packs':>6} {'exposed':>12} {'full reads':>12} {'ratio':>7}",
+    ]
+    lines += [
+        f"{kind:<10} {t.packs:>6,} {t.exposed:>12,} {t.full_view:>12,} {_ratio(t.ratio):>7}"
+        for kind, t in report.by_kind().items()
+    ]
+    episodes = report.episodes()[-_EPISODE_ROWS:]
+    if episodes:
+        lines += ["", f"{'episode':<8} {'packs':>5} {'exposed':>10} {'L':>10}  artifact · decisions"]
+        lines += [
+            f"{u.key:<8} {u.packs:>5} {u.exposed:>10,} {u.full_view:>10,}  {u.artifact} · "
+            + ", ".join(f"{k} {v}" for k, v in sorted(u.decisions.items()))
+            for u in episodes
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def print_stats(path: str, state_dir: str | None, as_json: bool, out: TextIO) -> int:
+    """The ``sparsefs stats`` command."""
+    report = load(log_path(path, state_dir))
+    if as_json:
+        out.write(orjson.dumps(report.as_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif not report.units:
+        out.write(f"no packs logged yet in {report.source}\n")
+    else:
+        out.write(render_text(report))
+    return 0
+
+
+def draw_chart(report: Report, target: Path) -> None:
+    """Exposed vs full-read characters per kind, as a horizontal bar chart with the values written on."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    kinds = report.by_kind()
+    names = list(kinds)[::-1]
+    figure, axes = plt.subplots(figsize=(8, 1.4 + 0.55 * max(1, len(names))))
+    rows = range(len(names))
+    full = axes.barh([r + 0.2 for r in rows], [kinds[n].full_view for n in names], 0.4, label="full reads")
+    shown = axes.barh([r - 0.2 for r in rows], [kinds[n].exposed for n in names], 0.4, label="exposed by SparseFS")
+    for bars in (full, shown):
+        axes.bar_label(bars, labels=[f"{int(b.get_width()):,}" for b in bars], padding=3, fontsize=8)
+    axes.set_yticks(list(rows), names)
+    axes.set_xlabel("characters")
+    axes.margins(x=0.15)
+    axes.legend(loc="best")
+    figure.tight_layout()
+    figure.savefig(target, dpi=110)
+    plt.close(figure)
+
+
+def render_html(report: Report, chart: str) -> str:
+    """A self-contained page: totals, the chart, per-kind and per-episode tables."""
+    totals = report.totals()
+    kind_rows = "".join(
+        _row(kind, t.packs, t.exposed, t.full_view, _ratio(t.ratio)) for kind, t in report.by_kind().items()
+    )
+    episode_rows = "".join(
+        _row(
+            u.key,
+            u.artifact,
+            u.packs,
+            u.exposed,
+            u.full_view,
+            ", ".join(f"{k} {v}" for k, v in sorted(u.decisions.items())),
+        )
+        for u in report.episodes()
+    )
+    decisions = ", ".join(f"{k} {v}" for k, v in _pack_decisions(report.decisions()))
+    return (
+        "<!doctype html><meta charset=utf-8><title>SparseFS report</title>"
+        "<style>body{font:14px sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}</style>"
+        f"<h1>SparseFS report</h1><p>log: {html.escape(report.source)}</p>"
+        f"<p>packs served: {totals.packs:,} ({html.escape(decisions)})<br>characters exposed: {totals.exposed:,} of "
+        f"{totals.full_view:,} that full reads would have cost ({_ratio(totals.ratio)}); fallbacks: "
+        f"{report.decisions()['fallback']}; guard cards served: {totals.cards:,}, insisted plain reads: "
+        f"{totals.insisted:,}</p><img src='{html.escape(chart)}' alt='exposed vs full reads'>"
+        "<h2>Per kind (file extension)</h2><table><tr><th>kind<th>packs<th>exposed<th>full reads<th>ratio"
+        f"{kind_rows}</table><h2>Per episode</h2><table><tr><th>episode<th>artifact<th>packs<th>exposed<th>L"
+        f"<th>decisions{episode_rows}</table>\n"
+    )
+
+
+def _row(*cells: object) -> str:
+    return "<tr>" + "".join(f"<td>{html.escape(f'{c:,}' if isinstance(c, int) else str(c))}" for c in cells)
+
+
+def write_report(path: str, state_dir: str | None, output: str, out: TextIO) -> int:
+    """The ``sparsefs report`` command: OUTPUT/index.html and OUTPUT/chart.png."""
+    report = load(log_path(path, state_dir))
+    if not report.units:
+        out.write(f"no packs logged yet in {report.source}\n")
+        return 1
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    draw_chart(report, folder / "chart.png")
+    (folder / "index.html").write_text(render_html(report, "chart.png"))
+    out.write(render_text(report) + f"\nwrote {folder / 'index.html'} and {folder / 'chart.png'}\n")
+    return 0

@@ -1,0 +1,55 @@
+"""systemd readiness (``Type=notify``): the sd_notify datagram protocol in pure Python.
+
+When ``$NOTIFY_SOCKET`` is set (systemd started us), ``READY=1`` is sent once
+the FUSE backend marks the core ready — the mount answers requests — so units
+ordered ``After=`` the mount start only then; ``STOPPING=1`` when it unmounts.
+Without the variable every call is a no-op. The protocol is one datagram of
+``KEY=VALUE`` lines to an AF_UNIX socket (a leading '@' names an abstract one).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+from sparsefs.vfs.core import Core
+
+_POLL_S = 0.02
+
+
+def notify(state: str) -> bool:
+    """Send ``state`` (e.g. 'READY=1') to systemd; False when not run by systemd or the send failed."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    target = "\0" + address[1:] if address.startswith("@") else address
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.sendto(state.encode(), target)
+    except OSError:
+        return False
+    return True
+
+
+class Readiness:
+    """Tells systemd READY=1 once ``core`` is marked ready, and STOPPING=1 at :meth:`stopping`."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self._done = threading.Event()
+        self.thread: threading.Thread | None = None
+        if os.environ.get("NOTIFY_SOCKET"):
+            self.thread = threading.Thread(target=self._wait, name="sparsefs-sdnotify", daemon=True)
+            self.thread.start()
+
+    def _wait(self) -> None:
+        while self.core.ready_since is None:
+            if self._done.wait(_POLL_S):
+                return
+        notify(f"READY=1\nSTATUS=serving ({self.core.stats.backend} backend)\nMAINPID={os.getpid()}")
+
+    def stopping(self) -> None:
+        """The mount is going away (unmounted or signalled)."""
+        self._done.set()
+        notify("STOPPING=1")

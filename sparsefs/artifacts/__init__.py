@@ -1,0 +1,1 @@
+"""Artifacts: fingerprints and parses cached per version, bounded parsing, dense warm-up."""

@@ -1,0 +1,1 @@
+"""FUSE backends: the kernel protocol with passthrough, and libfuse through mfusepy."""

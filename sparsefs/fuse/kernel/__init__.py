@@ -1,0 +1,1 @@
+"""The kernel-protocol backend: /dev/fuse spoken directly, plain files by kernel passthrough."""

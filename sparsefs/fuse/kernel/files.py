@@ -1,0 +1,298 @@
+"""Open files of the kernel backend: passthrough backing ids, keeper fds, handles.
+
+An ordinary file is served by kernel passthrough. Its node gets one backing
+id, registered from an fd of the source file (the *keeper*) at its first
+open; the daemon keeps both for as long as the kernel keeps the node. The
+backing id already holds the source file open in the kernel, so the keeper
+costs only an fd slot, and it gives ``fstat``, ``ftruncate`` and ``fsync`` of
+an open file the very inode the caller opened, even after the name was
+unlinked, renamed or replaced outside the mount. Both are let go when the
+kernel forgets the node, when the file leaves the tree while nobody has it
+open (so its disk space is not held), or when too many idle files are kept
+(least recently closed first, under half the fd limit).
+
+The first open, and every open for writing, opens the source file with the
+caller's flags, so a refusal (EROFS, ETXTBSY, EACCES, a name that is no longer
+a regular file) reaches the caller as itself. A read-only reopen of a kept
+file makes no system call at all.
+
+Generated files (packs, control files), and files for which the kernel refused
+passthrough, are core handles answered with READ replies. A node never mixes
+the two kinds (the kernel forbids it).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import resource
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from sparsefs.fuse.kernel import proto as k
+from sparsefs.fuse.kernel.nodes import Node, NodeTable
+from sparsefs.source.freshness import check_kernel_open
+from sparsefs.vfs.core import Core, OpenResult
+
+log = logging.getLogger("sparsefs.kernel")
+
+_PASSTHROUGH_FH_BASE = 1 << 50  # above the core's fds and generated handles
+_WRITE_MODES = os.O_WRONLY | os.O_RDWR
+T = TypeVar("T")
+
+
+class Device(Protocol):
+    """The backing-file ioctls of /dev/fuse."""
+
+    def backing_open(self, fd: int) -> int: ...
+
+    def backing_close(self, backing_id: int) -> None: ...
+
+
+@dataclass
+class Handle:
+    """An open file as the kernel knows it."""
+
+    node: Node
+    core_fh: int | None  # the core's fd or generated handle; None for a passthrough open
+    writable: bool
+
+
+class FileOps:
+    """OPEN, CREATE's open, READ, WRITE, FSYNC, RELEASE; thread-safe."""
+
+    def __init__(self, core: Core, nodes: NodeTable, device: Device) -> None:
+        self.core = core
+        self.nodes = nodes
+        self.device = device
+        self.passthrough = False  # set from the INIT negotiation; cleared if the kernel refuses backing files
+        self._handles: dict[int, Handle] = {}
+        self._ids = itertools.count(_PASSTHROUGH_FH_BASE)
+        self._lock = threading.Lock()
+        self._idle: OrderedDict[int, Node] = OrderedDict()  # kept files nobody has open, oldest first
+        self.idle_limit = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
+
+    # ---- opening -----------------------------------------------------------
+    def _by_passthrough(self, node: Node) -> bool:
+        return not node.generated and (node.backing_id is not None or (self.passthrough and node.passthrough))
+
+    def open(self, node: Node, flags: int) -> bytes:
+        check_kernel_open(self, node)  # on-access mode only (sparsefs.source.freshness): may let go of a replaced file
+        card = self._guard_card(node, flags)
+        if card is not None:
+            return self._core_open(node, card, flags)
+        if not self._by_passthrough(node):
+            return self._core_open(node, self.core.open(_need(self.nodes.path(node.nodeid)), flags), flags)
+        with node.lock:
+            kept = node.backing_id is not None and node.keeper_fd >= 0
+            path = None if kept and not flags & _WRITE_MODES else self.nodes.path(node.nodeid)
+            if not kept or (flags & _WRITE_MODES and path is not None):
+                result = self.core.open(_need(path), flags)  # the caller's own errors surface here
+                if result.direct_io or not self._adopt(node, result.fh):
+                    return self._core_open(node, result, flags)
+            reply = self._passthrough_open(node, flags)
+        self._busy(node)
+        return reply
+
+    def _guard_card(self, node: Node, flags: int) -> OpenResult | None:
+        """A guard card (sparsefs.guard.policy), served with direct_io; only while no passthrough open holds
+        the node: the kernel refuses a non-passthrough open beside one (the reader then gets the bytes).
+        Checked again under the node's lock once the card is built; a passthrough open that lands
+        between that check and this reply is the one race left (the reader then gets EIO)."""
+        if self.core.guard is None or node.generated or flags & _WRITE_MODES or node.open_count > 0:
+            return None
+        path = self.nodes.path(node.nodeid)
+        return None if path is None else self.core.guard_open(path, flags, lambda: self._unopened(node))
+
+    @staticmethod
+    def _unopened(node: Node) -> bool:
+        with node.lock:
+            return node.open_count == 0
+
+    def open_created(self, node: Node, result: OpenResult, flags: int) -> bytes:
+        """The open half of CREATE, for the fd the core created the file with."""
+        if not self._by_passthrough(node):
+            return self._core_open(node, result, flags)
+        with node.lock:
+            if not self._adopt(node, result.fh):
+                return self._core_open(node, result, flags)
+            reply = self._passthrough_open(node, flags)
+        self._busy(node)
+        return reply
+
+    def _adopt(self, node: Node, fd: int) -> bool:
+        """Use ``fd`` for ``node`` (backing file, keeper) or close it; False if passthrough was refused."""
+        if node.backing_id is None:
+            try:
+                node.backing_id = self.device.backing_open(fd)
+            except OSError as err:
+                self._refused(node, err)
+                return False
+        if node.keeper_fd < 0:
+            node.keeper_fd = fd
+        else:
+            os.close(fd)
+        return True
+
+    def _refused(self, node: Node, err: OSError) -> None:
+        # EPERM (no CAP_SYS_ADMIN), ELOOP (a stacked source such as overlayfs) and the like hold for
+        # every file: stop asking. Files that already have a backing id keep it.
+        log.warning("kernel passthrough refused for %s (%s); plain reads now go through the daemon", node.name, err)
+        node.passthrough = False
+        self.passthrough = False
+        self.core.stats.passthrough = False
+
+    def _passthrough_open(self, node: Node, flags: int) -> bytes:
+        assert node.backing_id is not None
+        node.open_count += 1
+        fh = self._add(Handle(node, None, bool(flags & _WRITE_MODES)), next(self._ids))
+        return k.OPEN_OUT.pack(fh, k.FOPEN_PASSTHROUGH, node.backing_id)
+
+    def _core_open(self, node: Node, result: OpenResult, flags: int) -> bytes:
+        fh = self._add(Handle(node, result.fh, bool(flags & _WRITE_MODES)), result.fh)
+        return k.OPEN_OUT.pack(fh, k.FOPEN_DIRECT_IO if result.direct_io else k.FOPEN_KEEP_CACHE, 0)
+
+    def _add(self, handle: Handle, fh: int) -> int:
+        with self._lock:
+            self._handles[fh] = handle
+        return fh
+
+    # ---- I/O through the daemon ----------------------------------------------
+    def handle(self, fh: int) -> Handle:
+        handle = self._handles.get(fh)
+        if handle is None:
+            raise OSError(errno.EBADF, "unknown handle")
+        return handle
+
+    def core_fh(self, fh: int | None) -> int | None:
+        """The core's handle behind a kernel handle, if it is one (None for passthrough or no handle)."""
+        handle = self._handles.get(fh) if fh is not None else None
+        return None if handle is None else handle.core_fh
+
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        return self.core.read(None, size, offset, self._daemon_served(fh))
+
+    def write(self, fh: int, offset: int, data: bytes) -> int:
+        path = self.nodes.path(self.handle(fh).node.nodeid)
+        return self.core.write(path, data, offset, self._daemon_served(fh))
+
+    def _daemon_served(self, fh: int) -> int:
+        core_fh = self.handle(fh).core_fh
+        if core_fh is None:
+            raise OSError(errno.EIO, "passthrough handles are served by the kernel")
+        return core_fh
+
+    def fsync(self, fh: int, datasync: bool) -> None:
+        handle = self.handle(fh)
+        if handle.core_fh is not None:
+            self.core.fsync(None, datasync, handle.core_fh)
+            return
+        if not self.on_open_file(handle.node, os.fdatasync if datasync else os.fsync):
+            raise OSError(errno.EBADF, "file is no longer open")
+
+    def with_keeper(self, node: Node, action: Callable[[int], T]) -> T | None:
+        """``action(fd)`` on the open file's own fd, or None if the node has none (not open)."""
+        with node.lock:
+            return action(node.keeper_fd) if node.keeper_fd >= 0 else None
+
+    def on_open_file(self, node: Node, action: Callable[[int], object]) -> bool:
+        """Run ``action(fd)`` on the open file's own fd; False if the node is not open."""
+        with node.lock:
+            if node.keeper_fd < 0:
+                return False
+            action(node.keeper_fd)
+            return True
+
+    # ---- closing -------------------------------------------------------------
+    def release(self, fh: int) -> None:
+        with self._lock:
+            handle = self._handles.pop(fh, None)
+        if handle is None:
+            return
+        if handle.core_fh is not None:
+            self.core.release(self.nodes.path(handle.node.nodeid), handle.core_fh)
+            return
+        path = self.nodes.path(handle.node.nodeid) if handle.writable else None
+        if path is not None:
+            self.core.source_written(path)  # passthrough writes never passed through us
+        self._closed_once(handle.node, detached=handle.node.parent == 0)
+
+    def _closed_once(self, node: Node, detached: bool) -> None:
+        with node.lock:
+            node.open_count -= 1
+            if node.open_count > 0:
+                return
+        if detached:
+            self._let_go(node)
+        else:
+            self._keep_idle(node)
+
+    def gone_from_tree(self, node: Node) -> None:
+        """The file was unlinked or replaced: if nobody has it open, let its space go now, not at FORGET."""
+        self._let_go(node)
+
+    def forgotten(self, node: Node) -> None:
+        """The kernel forgot the node: nothing can be open on it any more."""
+        self._let_go(node)
+
+    def _busy(self, node: Node) -> None:
+        with self._lock:
+            self._idle.pop(node.nodeid, None)
+
+    def _keep_idle(self, node: Node) -> None:
+        with self._lock:
+            self._idle[node.nodeid] = node
+            self._idle.move_to_end(node.nodeid)
+            excess = [self._idle.popitem(last=False)[1] for _ in range(len(self._idle) - self.idle_limit)]
+        for victim in excess:
+            self._let_go(victim)
+
+    def _let_go(self, node: Node) -> None:
+        """Close the keeper and the backing id of a node nobody has open (a no-op while it is open)."""
+        with node.lock:
+            if node.open_count > 0:
+                return
+            keeper, node.keeper_fd = node.keeper_fd, -1
+            backing = self._take_backing(node)
+        self._busy(node)
+        _close(keeper)
+        self._close_backing(backing)
+
+    @staticmethod
+    def _take_backing(node: Node) -> int | None:
+        backing, node.backing_id = node.backing_id, None
+        return backing
+
+    def _close_backing(self, backing: int | None) -> None:
+        if backing is None:
+            return
+        try:
+            self.device.backing_close(backing)
+        except OSError as err:
+            log.debug("backing close %d: %s", backing, err)
+
+    def open_handles(self) -> int:
+        with self._lock:
+            return len(self._handles)
+
+    def kept_idle(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+
+def _need(path: str | None) -> str:
+    """ESTALE, not ENOENT, for a node that left the tree (replaced by a rename, say): the kernel then
+    walks the path again (LOOKUP_REVAL) and opens what the name holds now, as a native open would."""
+    if path is None:
+        raise OSError(errno.ESTALE, "no longer in the tree")
+    return path
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        os.close(fd)

@@ -1,0 +1,255 @@
+"""The mfusepy (libfuse3 high-level API) binding of the operations core.
+
+Thin on purpose: every method translates arguments, calls ``Core`` and maps
+exceptions through ``sparsefs.fuse.errors``. Generated files (packs, control
+files) are opened with per-file direct_io; real files use the page cache,
+kept coherent by ``invalidate_path`` on source changes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import mfusepy
+
+from sparsefs.fuse.errors import to_errno
+from sparsefs.fuse.mounts import find_mount
+from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT
+from sparsefs.vfs.core import Core
+
+log = logging.getLogger("sparsefs.fuse")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MOUNT_OPTIONS: dict[str, Any] = {
+    "kernel_cache": True,
+    "attr_timeout": 5,
+    "entry_timeout": 5,
+    "negative_timeout": 0,
+    "max_threads": 16,
+    "use_ino": True,
+    "hard_remove": True,
+    "fsname": "sparsefs",
+    "subtype": "sparsefs",
+}
+
+
+_LOOP_ENDED_BY_SIGNAL = 8
+FUSE_CAP_PARALLEL_DIROPS = 1 << 18  # libfuse3 fuse_common.h
+
+
+def guarded(method: F) -> F:
+    """Map any exception of one request to an errno; a bug never kills the mount."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the errno mapping is the point
+            raise OSError(to_errno(exc, method.__name__), os.strerror(to_errno(exc, method.__name__))) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _fh(fi: Any) -> int | None:
+    return None if fi is None else int(fi.fh)
+
+
+class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
+    """mfusepy Operations (raw_fi mode) delegating to the core."""
+
+    use_ns = True
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self._fuse_ptr: int | None = None
+
+    def init_with_config(self, conn: Any, config: Any) -> None:
+        # Without parallel dirops the kernel serializes lookups per directory: one slow
+        # evidence lookup would stall every plain lookup in the same folder.
+        if conn is not None and conn.capable & FUSE_CAP_PARALLEL_DIROPS:
+            conn.want |= FUSE_CAP_PARALLEL_DIROPS
+        self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
+        self.core.invalidate_kernel = self.invalidate_path
+        self.core.caller_pid = lambda: int(mfusepy.fuse_get_context()[2])
+        self.core.mark_ready()
+
+    def invalidate_path(self, path: str) -> None:
+        """Drop the kernel's cached pages and attributes of ``path`` (if it knows it)."""
+        if self._fuse_ptr:
+            _invalidate(ctypes.c_void_p(self._fuse_ptr), os.fsencode(path))
+
+    @guarded
+    def getattr(self, path: str | None, fh: Any = None) -> dict[str, int]:
+        return self.core.getattr(path, _fh(fh))
+
+    @guarded
+    def readdir(self, path: str, fh: int) -> list[Any]:
+        return [(name, {"st_mode": mode, "st_ino": ino}, 0) for name, mode, ino in self.core.readdir(path)]
+
+    @guarded
+    def readlink(self, path: str) -> str:
+        return self.core.readlink(path)
+
+    @guarded
+    def open(self, path: str, fi: Any) -> int:
+        result = self.core.guard_open(path, fi.flags) or self.core.open(path, fi.flags)
+        fi.fh, fi.direct_io = result.fh, int(result.direct_io)
+        fi.keep_cache = 0 if result.direct_io else 1
+        return 0
+
+    def _give_to_caller(self, path: str) -> None:
+        """New files belong to whoever created them (matters with --allow-other).
+
+        Only a root daemon can give files away; a failure here must not turn a
+        successful create into an error (the file exists and the handle is open).
+        """
+        uid, gid, _ = mfusepy.fuse_get_context()
+        try:
+            self.core.give_to_caller(path, uid, gid)
+        except OSError as err:
+            log.warning("could not give %s to %d:%d: %s", path, uid, gid, err)
+
+    @guarded
+    def create(self, path: str, mode: int, fi: Any) -> int:
+        result = self.core.create(path, fi.flags, mode)
+        fi.fh = result.fh
+        self._give_to_caller(path)
+        return 0
+
+    @guarded
+    def read(self, path: str | None, size: int, offset: int, fi: Any) -> bytes:
+        return self.core.read(path, size, offset, int(fi.fh))
+
+    @guarded
+    def write(self, path: str | None, data: bytes, offset: int, fi: Any) -> int:
+        return self.core.write(path, data, offset, int(fi.fh))
+
+    @guarded
+    def truncate(self, path: str | None, length: int, fh: Any = None) -> int:
+        self.core.truncate(path, length, _fh(fh))
+        return 0
+
+    @guarded
+    def fsync(self, path: str | None, datasync: int, fi: Any) -> int:
+        self.core.fsync(path, bool(datasync), int(fi.fh))
+        return 0
+
+    @guarded
+    def release(self, path: str | None, fi: Any) -> int:
+        self.core.release(path, int(fi.fh))
+        return 0
+
+    @guarded
+    def mkdir(self, path: str, mode: int) -> int:
+        self.core.mkdir(path, mode)
+        self._give_to_caller(path)
+        return 0
+
+    @guarded
+    def mknod(self, path: str, mode: int, dev: int) -> int:
+        self.core.mknod(path, mode, dev)
+        self._give_to_caller(path)
+        return 0
+
+    @guarded
+    def rmdir(self, path: str) -> int:
+        self.core.rmdir(path)
+        return 0
+
+    @guarded
+    def unlink(self, path: str) -> int:
+        self.core.unlink(path)
+        return 0
+
+    @guarded
+    def rename(self, old: str, new: str, flags: int = 0) -> int:
+        self.core.rename(old, new, flags)
+        return 0
+
+    @guarded
+    def symlink(self, link_path: str, target: str) -> int:  # mfusepy's argument order
+        self.core.symlink(link_path, target)
+        self._give_to_caller(link_path)
+        return 0
+
+    @guarded
+    def link(self, target: str, source: str) -> int:
+        self.core.link(target, source)
+        return 0
+
+    @guarded
+    def chmod(self, path: str, mode: int) -> int:
+        self.core.chmod(path, mode)
+        return 0
+
+    @guarded
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        self.core.chown(path, uid, gid)
+        return 0
+
+    @guarded
+    def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        atime, mtime = times if times is not None else (UTIME_NOW, UTIME_NOW)
+        self.core.utimens(path, int(atime), int(mtime))
+        return 0
+
+    @guarded
+    def statfs(self, path: str) -> dict[str, int]:
+        return self.core.statfs(path)
+
+    @guarded
+    def access(self, path: str, amode: int) -> int:
+        self.core.access(path, amode)
+        return 0
+
+
+class _Fuse(mfusepy.FUSE):  # type: ignore[misc]
+    """mfusepy.FUSE passing rename(2) flags, UTIME_NOW/UTIME_OMIT and ftruncate handles through intact."""
+
+    def truncate_fuse_3(self, path: bytes | None, length: int, fip: Any) -> int:
+        # mfusepy drops the handle here; ftruncate on a file unlinked while open needs it.
+        decoded = None if path is None else path.decode(self.encoding, self.errors)
+        return int(self.operations.truncate(decoded, length, fip.contents if fip else None))
+
+    def utimens_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
+        times = (_timespec_ns(buf.contents.actime), _timespec_ns(buf.contents.modtime)) if buf else None
+        return int(self.operations.utimens(None if path is None else path.decode(self.encoding, self.errors), times))
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        return int(self.operations.rename(old.decode(self.encoding, self.errors),
+                                          new.decode(self.encoding, self.errors), flags))
+
+
+def _timespec_ns(ts: Any) -> int:
+    if ts.tv_nsec in (UTIME_NOW, UTIME_OMIT):
+        return int(ts.tv_nsec)
+    return int(ts.tv_sec) * 10**9 + int(ts.tv_nsec)
+
+
+def _invalidate(fuse_ptr: ctypes.c_void_p, path: bytes) -> None:
+    fn = mfusepy._libfuse.fuse_invalidate_path
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    fn.restype = ctypes.c_int
+    result = fn(fuse_ptr, path)
+    if result != 0:
+        log.debug("fuse_invalidate_path(%r) = %d", path, result)
+
+
+def serve(core: Core, mountpoint: str, allow_other: bool = False) -> None:
+    """Mount and serve until unmounted or signalled (SIGINT/SIGTERM unmount cleanly)."""
+    options = dict(MOUNT_OPTIONS)
+    if allow_other:
+        options.update(allow_other=True, default_permissions=True)
+    try:
+        _Fuse(MfusepyOperations(core), mountpoint, raw_fi=True, foreground=True, **options)
+    except RuntimeError as err:
+        # libfuse's fuse_main answers 8 when its loop was ended by SIGINT/SIGTERM/SIGHUP; the
+        # unmount already happened then. Anything else (or a mount still present) is a failure.
+        if err.args != (_LOOP_ENDED_BY_SIGNAL,) or find_mount(mountpoint):
+            raise

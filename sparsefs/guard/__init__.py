@@ -1,0 +1,1 @@
+"""The guard: steer an unmodified agent from broad plain reads to sparse reading."""

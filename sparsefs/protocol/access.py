@@ -1,0 +1,472 @@
+"""One access of the Read Intent Protocol (paper, Algorithm 1).
+
+``Protocol.serve`` takes an artifact path and a parsed virtual request and
+returns an EvidencePack. It owns the episode state; the Gate decides
+admission on sizes only; the Reader only locates evidence.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+
+import xxhash
+
+from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
+from readers.base import BadAnchor, Batch, EvidenceItem, ReaderError, ScopeMismatch, SlotCoverage
+from readers.ops import OPERATIONS
+from sparsefs.artifacts.cache import Artifact, ArtifactCache
+from sparsefs.protocol.actions import prepare
+from sparsefs.protocol.episodes import Episode, EpisodeStore
+from sparsefs.protocol.grammar import OPERATION_OPTION_KEYS, VirtualRequest
+from sparsefs.protocol.intents import ResolvedIntent, SessionIntent, resolve
+from sparsefs.protocol.pack import (
+    CoverageOut,
+    ErrorOut,
+    EvidenceOut,
+    EvidencePack,
+    ExposureOut,
+    ScopeOut,
+    display_name,
+    render_evidence,
+)
+from sparsefs.protocol.selecting import SELECTED_ACTIONS, ConfigurationChooser, Selection
+from sparsefs.protocol.steps import next_steps
+from sparsefs.store.state import StateDB
+
+_LOG = logging.getLogger(__name__)
+_ARTIFACT_STRIPES = 64  # episodes are per artifact: one slow operation never delays another file's pack
+PREVIEW_CHARS = 2_000
+DEFAULT_PACK_CHARS = 1_500
+MAX_PACK_CHARS = 6_000
+SPARSE_ACTIONS = frozenset({"intent", "collect", "refine", "verify", "focus"})
+_WITHIN = frozenset({"refine", "verify"})  # after the full view went out: anchors into it, nothing re-sent
+SELECTED_FULL_VIEW_MAX_CHARS = 65_536
+"""The most a selected full view sends unasked; beyond it the agent gets the preview and how to narrow."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A pack plus what the log needs to know about it."""
+
+    pack: EvidencePack
+    exposed_chars: int
+    full_view_chars: int
+    version: str = ""  # full fingerprint of the artifact version the pack was built from
+
+
+class Protocol:
+    """Episodes, Gate and Readers behind one ``serve`` call."""
+
+    def __init__(
+        self, artifacts: ArtifactCache, gate: GateConfig | None = None, state: StateDB | None = None,
+        session: SessionIntent | None = None, chooser: ConfigurationChooser | None = None,
+    ) -> None:
+        self.artifacts = artifacts
+        self.gate = gate or GateConfig()
+        self.episodes = EpisodeStore(state)
+        self.session = session or SessionIntent()
+        saved = artifacts.store.save_grown if artifacts.store else None  # warmed vectors survive a remount
+        self.chooser = chooser or ConfigurationChooser(on_warmed=saved)
+        self._locks = [threading.Lock() for _ in range(_ARTIFACT_STRIPES)]
+
+    def serve(self, rel: str, request: VirtualRequest, session: str | None = None) -> Served:
+        """Answer one access; ReaderError becomes an error pack, OSError propagates.
+
+        ``session`` is the session intent the caller froze the pack under (default: the current one).
+
+        Any other exception is a bug in a Reader: it is logged with its traceback
+        and answered with an error pack, so one bad artifact never fails the mount.
+        """
+        try:
+            artifact = self.artifacts.load(rel)
+        except ReaderError as err:
+            return error_pack(rel, request, err.message, err.hint)
+        except OSError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a Reader bug must not escape as EIO
+            return _internal_error(rel, request, err)
+        with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
+            try:
+                served = self._serve_locked(artifact, request, self.session.text if session is None else session)
+            except Exception as err:  # noqa: BLE001 - same: answer, log, keep serving
+                return _internal_error(rel, request, err, artifact)
+            self._save_episode(served.pack.episode)
+        return replace(served, version=artifact.fingerprint)
+
+    def record_plain_read(self, rel: str) -> tuple[str, int, int]:
+        """A plain read of the whole file after a guard card (sparsefs.guard.policy): the full view's exposure
+        in the artifact's episode, which it closes like @full. (episode id, chars newly exposed, L)."""
+        artifact = self.artifacts.load(rel)
+        length = len(artifact.parsed.full_view)
+        with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
+            before = self.episodes.current_id(rel)
+            episode = self.episodes.ensure(rel, artifact.fingerprint, "full", "plain read", length)
+            if before is not None and before != episode.id:
+                self.chooser.settle(before)
+            episode.reads += 1
+            admission = deliver_full_view(episode.budget)
+            episode.budget, episode.retired = admission.budget, True
+            episode.close_reason = "plain read of the whole file (after the guard card)"
+            self._save_episode(episode.id)
+        return episode.id, admission.delivered_chars, length
+
+    def _save_episode(self, episode_id: str | None) -> None:
+        episode = self.episodes.get(episode_id) if episode_id else None
+        if episode is not None:
+            self.episodes.save(episode)  # Algorithm 1, SaveEpisode: E and H survive a remount
+
+    def _serve_locked(self, artifact: Artifact, request: VirtualRequest, session: str) -> Served:
+        flags = self._changed_flag(artifact) + [str(f) for f in artifact.parsed.data.get("flags", ())]
+        refused = _refusal(artifact, request) or _misplaced_options(artifact, request)
+        if refused is not None:
+            return refused
+        if request.action in OPERATIONS:
+            return self._exact(artifact, request, flags)
+        resolved = resolve(request.action, request.argument, request.slots, session)
+        flags += resolved.flags
+        if request.action == "scout" and not self._fits_natively(artifact):
+            return self._preview(artifact, request, flags)
+        if request.action in SPARSE_ACTIONS and resolved.underspecified:
+            return self._preview(artifact, request, [*flags, "underspecified-intent"])
+        held = self.episodes.superseded(artifact.rel, artifact.fingerprint) if request.action in _WITHIN else None
+        if held is not None:
+            return self._within_full_view(artifact, request, held, flags, resolved)
+        objective = resolved.text or request.argument or ""
+        before = self.episodes.current_id(artifact.rel)
+        episode = self.episodes.ensure(
+            artifact.rel, artifact.fingerprint, request.action, objective, len(artifact.parsed.full_view)
+        )
+        if before is not None and before != episode.id:
+            self.chooser.settle(before)
+        episode.reads += 1
+        if request.action in ("full", "scout") or self._fits_natively(artifact):
+            return self._full_view(artifact, request, episode, flags)
+        selection = self._selection(artifact, request, resolved)
+        if selection is not None and selection.full_view:
+            if len(artifact.parsed.full_view) > SELECTED_FULL_VIEW_MAX_CHARS:
+                return self._too_large_to_select(artifact, request, flags, selection)
+            served = self._deliver_full(artifact, request, episode, deliver_full_view(episode.budget),
+                                        [*flags, "selected-full-view"], "selected: " + selection.describe())
+        else:
+            if selection is not None:
+                episode.method = selection.method
+            served = self._sparse(artifact, request, episode, flags, replace(resolved, method=episode.method))
+        self.chooser.record(episode.id, selection, served.exposed_chars)
+        if selection is not None:
+            served.pack.configuration = selection.describe()
+        return served
+
+    def _too_large_to_select(
+        self, artifact: Artifact, request: VirtualRequest, flags: list[str], selection: Selection
+    ) -> Served:
+        """No sparse configuration is reliable, and the full view is too big to send unasked."""
+        why = (f"no sparse configuration is reliable here ({selection.describe()}); the full view has "
+               f"{len(artifact.parsed.full_view):,} chars: narrow it with &scope= or @focus=, or ask @full")
+        return self._preview(artifact, request, [*flags, "needs-scope"], why)
+
+    def _selection(self, artifact: Artifact, request: VirtualRequest, resolved: ResolvedIntent) -> Selection | None:
+        """SelectReader for a read that opens an objective (intent, collect); refine keeps the episode's.
+        A read narrowed with &scope= uses the Reader's default: the table's groups are whole artifacts."""
+        if request.action not in SELECTED_ACTIONS or resolved.text is None or request.scope is not None:
+            return None
+        parsed = artifact.parsed
+        selection = self.chooser.choose(artifact.reader, parsed.kind, len(parsed.full_view), request.action,
+                                        resolved.text)
+        self.chooser.chosen(selection, parsed)
+        return selection
+
+    def _fits_natively(self, artifact: Artifact) -> bool:
+        length = len(artifact.parsed.full_view)
+        return choose_mode(length, self.gate) is Decision.NATIVE_FIT
+
+    def _changed_flag(self, artifact: Artifact) -> list[str]:
+        previous = self.episodes.previous_fingerprint(artifact.rel)
+        if previous and previous != artifact.fingerprint:
+            return ["artifact-changed-since-last-read"]
+        return []
+
+    def _preview(self, artifact: Artifact, request: VirtualRequest, flags: list[str], why: str = "") -> Served:
+        text = artifact.reader.preview(artifact.parsed, PREVIEW_CHARS)
+        pack = self._pack(artifact, request, None, "preview", flags)
+        pack.preview = text
+        note = f"object preview; {why}" if why else "object preview"
+        pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=_short(note))
+        pack.exposure = _exposure(len(text), None, len(artifact.parsed.full_view))
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, len(text), len(artifact.parsed.full_view))
+
+    def _sparse(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str],
+        resolved: ResolvedIntent,
+    ) -> Served:
+        try:
+            prepared = prepare(artifact.reader, artifact.parsed, request, resolved, episode, _pack_chars(request))
+        except BadAnchor as err:
+            if _is_scope_error(err, request):
+                why = f"{err.message} ({err.hint})" if err.hint else err.message
+                return self._preview(artifact, request, [*flags, "inconsistent-scope"], why)
+            return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
+        except ReaderError as err:
+            return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
+        batch = prepared.batch
+        if "no-content-words" in batch.flags and request.action != "focus":
+            return self._preview(artifact, request, [*flags, "underspecified-intent"])
+        if request.action not in ("focus", "verify") and request.action not in OPERATIONS:  # verify budgets
+            batch = fit_to_budget(batch, _pack_chars(request), per_slot=request.action == "collect")
+        items = [_evidence_out(item) for item in batch.items]
+        payload = render_evidence(items)
+        admission = admit_batch(episode.budget, len(payload))
+        if admission.decision is not Decision.ADMIT:
+            return self._fallback(artifact, request, episode, admission, [*flags, "batch-over-budget"])
+        episode.budget = admission.budget
+        _record(episode, batch)
+        decision = "exact" if request.action in OPERATIONS else "sparse"
+        pack = self._pack(artifact, request, episode, decision, flags + list(batch.flags), resolved)
+        pack.evidence, pack.scope = items, _scope_out(batch)
+        pack.coverage = [_coverage_out(c, prepared.earlier.get(n, ())) for n, c in enumerate(batch.coverage)]
+        pack.exposure = _exposure(len(payload), episode, len(artifact.parsed.full_view))
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, len(payload), len(artifact.parsed.full_view))
+
+    def _within_full_view(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str],
+        resolved: ResolvedIntent,
+    ) -> Served:
+        """Refine after the episode delivered the full view: where to look in it, nothing re-sent."""
+        try:
+            prepared = prepare(artifact.reader, artifact.parsed, request, resolved, episode, _pack_chars(request))
+        except ReaderError as err:
+            return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
+        episode.reads += 1
+        pack = self._pack(artifact, request, episode, "reuse-full-view", [*flags, "full-view-delivered-earlier"])
+        pack.coverage = [_within(cov) for cov in prepared.batch.coverage]
+        pack.scope = _scope_out(prepared.batch)
+        pack.scope.note = _short(f"the full view went out in {episode.id}; these anchors point into it")
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, 0, len(artifact.parsed.full_view))
+
+    def _exact(self, artifact: Artifact, request: VirtualRequest, flags: list[str]) -> Served:
+        """An exact operation: the result is admitted like any batch; no native fit, no fallback
+        to the full view unless the result itself would not fit the budget."""
+        episode = self.episodes.detached(
+            artifact.rel, artifact.fingerprint, _objective(request), len(artifact.parsed.full_view)
+        )
+        episode.reads += 1
+        return self._sparse(artifact, request, episode, flags, ResolvedIntent(None, ()))
+
+    def _full_view(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
+        native = request.action != "full"
+        admission = deliver_full_view(episode.budget)
+        reason = "native-fit" if native else "full view requested"
+        return self._deliver_full(artifact, request, episode, admission, flags, reason)
+
+    def _fallback(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, admission: Admission, flags: list[str]
+    ) -> Served:
+        return self._deliver_full(artifact, request, episode, admission, flags, "fallback: batch did not fit L - E")
+
+    def _deliver_full(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, admission: Admission,
+        flags: list[str], reason: str,
+    ) -> Served:
+        """FullViewFallback: deliver f once (or reuse it), close, retire earlier sparse observations."""
+        episode.budget = admission.budget
+        episode.close_reason = reason
+        retiring = episode.budget.sparse_exposed > 0 and not episode.retired
+        episode.retired = True
+        decision = {"native-fit": "native-fit", "full view requested": "full"}.get(reason, "fallback")
+        decision = "full" if reason.startswith("selected: ") else decision
+        if admission.decision is Decision.REUSE_FULL_VIEW:
+            decision = "reuse-full-view"
+        closing = [*flags, "episode-closed"] + (["earlier-evidence-retired"] if retiring else [])
+        pack = self._pack(artifact, request, episode, decision, closing)
+        pack.full_view = artifact.parsed.full_view
+        pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=reason)
+        pack.exposure = _exposure(admission.delivered_chars, episode, len(artifact.parsed.full_view))
+        pack.next_steps = next_steps(artifact, request, pack)
+        return Served(pack, admission.delivered_chars, len(artifact.parsed.full_view))
+
+    def _pack(
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str],
+        resolved: ResolvedIntent | None = None,
+    ) -> EvidencePack:
+        used = resolved is not None and "session-intent-used" in resolved.flags
+        context = resolved.context if resolved is not None else None
+        return EvidencePack(
+            artifact=display_name(artifact.rel), reader=_read_as(artifact),
+            fingerprint=artifact.short_fingerprint, action=request.action,
+            episode=episode.id if episode else None, decision=decision,  # type: ignore[arg-type]
+            intent=resolved.text if used and resolved else request.argument,
+            slots=list(resolved.slots if used and resolved else request.slots), flags=flags,
+            session_intent=(resolved.session or None) if resolved is not None and (used or context) else None,
+            exposure=_exposure(0, episode, len(artifact.parsed.full_view)),
+        )
+
+
+def error_pack(
+    rel: str, request: VirtualRequest | None, message: str, hint: str,
+    artifact: Artifact | None = None, episode: Episode | None = None,
+) -> Served:
+    """A short pack that says what was wrong and what to ask instead."""
+    length = len(artifact.parsed.full_view) if artifact else 0
+    pack = EvidencePack(
+        artifact=display_name(rel), reader=_read_as(artifact) if artifact else None,
+        fingerprint=artifact.short_fingerprint if artifact else "-",
+        action=request.action if request else "?", episode=episode.id if episode else None,
+        decision="error", intent=request.argument if request else None,
+        slots=list(request.slots) if request else [], error=ErrorOut(message=message, hint=hint),
+        exposure=_exposure(0, episode, length),
+    )
+    return Served(pack, 0, 0)  # nothing shown, and no full read was replaced
+
+
+def fit_to_budget(batch: Batch, budget: int, per_slot: bool = False) -> Batch:
+    """Drop whole passages, weakest first, until the serialized evidence fits ``budget``.
+
+    A Reader budgets passage text; anchors add a few characters per passage.
+    Passages are never cut; a single passage is always kept, and with
+    ``per_slot`` (collect) so is each slot's last passage. Coverage that
+    pointed only at dropped passages becomes unresolved, with those anchors as
+    the closest candidates.
+    """
+    items = list(batch.items)
+    while len(items) > 1 and _serialized(items) > budget:
+        droppable = [item for item in items if not per_slot or _others_hold(item, items)]
+        if not droppable:
+            break
+        items.remove(min(droppable, key=lambda item: item.score))
+    if len(items) == len(batch.items):
+        return batch
+    kept = {item.anchor.label for item in items}
+    coverage = tuple(_still_covered(cov, kept) for cov in batch.coverage)
+    return replace(batch, items=tuple(items), coverage=coverage)
+
+
+def _others_hold(item: EvidenceItem, items: list[EvidenceItem]) -> bool:
+    """Every slot of ``item`` also has another passage among ``items``."""
+    return all(any(j in other.slots for other in items if other is not item) for j in item.slots)
+
+
+def _serialized(items: list[EvidenceItem]) -> int:
+    return len(render_evidence([_evidence_out(item) for item in items]))
+
+
+def _still_covered(cov: SlotCoverage, kept: set[str]) -> SlotCoverage:
+    anchors = tuple(a for a in cov.anchors if a in kept)
+    if cov.status != "matched" or anchors == cov.anchors:
+        return cov
+    if anchors:
+        return replace(cov, anchors=anchors)
+    return SlotCoverage(cov.slot, "unresolved", candidates=cov.anchors[:3])
+
+
+def _pack_chars(request: VirtualRequest) -> int:
+    if request.budget:
+        return request.budget
+    return min(DEFAULT_PACK_CHARS * max(1, len(request.slots)), MAX_PACK_CHARS)
+
+
+def _refusal(artifact: Artifact, request: VirtualRequest) -> Served | None:
+    """An error pack when this artifact's Reader does not serve the action."""
+    reader = artifact.reader
+    if request.action in OPERATIONS or request.action in reader.actions:
+        return None
+    offered = ", ".join(f"@{a}" for a in sorted(reader.actions))
+    return error_pack(
+        artifact.rel, request, f"the {reader.name} Reader has no @{request.action}",
+        f"this file supports {offered}", artifact,
+    )
+
+
+def _read_as(artifact: Artifact) -> str:
+    kind, name = artifact.parsed.kind, artifact.reader.name
+    return name if kind == name else f"{name}/{kind}"
+
+
+def _misplaced_options(artifact: Artifact, request: VirtualRequest) -> Served | None:
+    """Operation options (where, by, ...) outside an exact operation would be silently ignored."""
+    misplaced = sorted(key for key in request.options if key in OPERATION_OPTION_KEYS)
+    if request.action in OPERATIONS or not misplaced:
+        return None
+    options = ", ".join(f"&{key}=" for key in misplaced)
+    return error_pack(
+        artifact.rel, request, f"{options} only applies to exact operations (@sum, @count, @rows, @filter, ...)",
+        f"drop {options} from @{request.action}, or write a literal '&' in the text as %26", artifact,
+    )
+
+
+def _internal_error(rel: str, request: VirtualRequest, err: Exception, artifact: Artifact | None = None) -> Served:
+    reader = artifact.reader.name if artifact else "artifact"
+    _LOG.error("internal error serving %s@%s", rel, request.action, exc_info=err)
+    return error_pack(
+        rel, request, f"internal error in the {reader} Reader ({type(err).__name__}: {str(err)[:200]})",
+        "read the original with @raw or plain tools; this is a bug worth reporting (the daemon log has details)",
+        artifact,
+    )
+
+
+def _objective(request: VirtualRequest) -> str:
+    """An exact operation's objective: the operation with its argument and options."""
+    options = "&".join(f"{key}={value}" for key, value in sorted(request.options.items()))
+    return f"{request.action}={request.argument or ''}&{options}"
+
+
+def _record(episode: Episode, batch: Batch) -> None:
+    for item in batch.items:
+        episode.anchors.append(item.anchor.label)
+        if item.anchor.char_end > item.anchor.char_start:  # an exact result is not a span of the full view
+            episode.spans.append((item.anchor.char_start, item.anchor.char_end))
+            episode.passages.append((item.anchor.label, item.anchor.char_start, item.anchor.char_end))
+
+
+def _exposure(pack_chars: int, episode: Episode | None, length: int) -> ExposureOut:
+    exposed = episode.budget.sparse_exposed if episode else 0
+    if episode is None:
+        return ExposureOut(pack_chars=pack_chars, episode_exposed=0, full_view_chars=length, budget_left=length)
+    left = episode.budget.remaining if not episode.closed else 0
+    return ExposureOut(pack_chars=pack_chars, episode_exposed=exposed, full_view_chars=length, budget_left=left)
+
+
+def _evidence_out(item: EvidenceItem) -> EvidenceOut:
+    a = item.anchor
+    lines = (a.line_start, a.line_end) if a.line_start is not None and a.line_end is not None else None
+    span = (a.char_start, a.char_end) if a.char_end > a.char_start else None
+    return EvidenceOut(
+        anchor=a.label, span=span, lines=lines, heading=a.heading,
+        slots=list(item.slots), stance=item.stance, text=item.text,
+    )
+
+
+MAX_NOTE_CHARS = 300
+"""A scope note is provenance, not evidence: it is not counted as exposure, so it stays short."""
+
+
+def _scope_out(batch: Batch) -> ScopeOut:
+    s = batch.scope
+    return ScopeOut(
+        units_scanned=s.units_scanned, unit=s.unit, method=s.method, chars_processed=s.chars_processed,
+        note=_short(s.note),
+    )
+
+
+def _coverage_out(cov: SlotCoverage, earlier: tuple[str, ...] = ()) -> CoverageOut:
+    return CoverageOut(
+        slot=cov.slot, status=cov.status, anchors=list(cov.anchors), candidates=list(cov.candidates),
+        earlier=list(earlier),
+    )
+
+
+def _within(cov: SlotCoverage) -> CoverageOut:
+    """Coverage whose evidence is all inside a full view the agent already received."""
+    return CoverageOut(slot=cov.slot, status=cov.status, candidates=list(cov.candidates), earlier=list(cov.anchors))
+
+
+def _is_scope_error(err: BadAnchor, request: VirtualRequest) -> bool:
+    """A scope (or sheet) the artifact does not have: the preview shows what it does have."""
+    return isinstance(err, ScopeMismatch) or (request.scope is not None and request.action != "focus")
+
+
+def _short(note: str) -> str:
+    return note if len(note) <= MAX_NOTE_CHARS else note[: MAX_NOTE_CHARS - 1] + "…"

@@ -1,0 +1,191 @@
+"""Reading episodes: one artifact version under one objective (paper §4.1).
+
+Refine, verify and focus share the open episode's evidence record and budget;
+a new objective (intent/collect with other text) or a changed fingerprint
+starts a new episode (the old one closes, "artifact changed"); delivering the
+full view closes it and retires its sparse observations: the agent may drop
+them, the full view supersedes them. With a :class:`StateDB` every change is
+saved (Algorithm 1, SaveEpisode) and the newest episodes are loaded back at
+mount, so a remount continues where the last mount stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate import Budget
+from sparsefs.protocol.pack import display_name
+from sparsefs.store.state import MAX_EPISODES_LOADED, StateDB
+
+CONTINUING_ACTIONS = frozenset({"refine", "verify", "focus", "full"})
+
+
+@dataclass
+class Episode:
+    """The evidence record and budget of one episode."""
+
+    id: str
+    artifact: str
+    fingerprint: str
+    objective: str
+    budget: Budget
+    started: float = field(default_factory=time.time)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    anchors: list[str] = field(default_factory=list)
+    passages: list[tuple[str, int, int]] = field(default_factory=list)  # (anchor, start, end) of each span
+    reads: int = 0
+    close_reason: str = ""
+    retired: bool = False
+    detached: bool = False  # an exact operation's own episode: never the artifact's current one
+    method: str | None = None  # the location method its first read was given; refine keeps it
+
+    @property
+    def closed(self) -> bool:
+        return self.budget.closed
+
+    def close(self, reason: str) -> None:
+        self.budget = Budget(self.budget.full_view_chars, self.budget.sparse_exposed,
+                             self.budget.full_view_delivered, closed=True)
+        self.close_reason = reason
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``.sparsefs/episodes/<id>.json`` and ``sparsefs episodes`` show."""
+        b = self.budget
+        return {
+            "id": self.id,
+            "artifact": display_name(self.artifact),
+            "fingerprint": self.fingerprint,
+            "objective": self.objective,
+            "started": self.started,
+            "reads": self.reads,
+            "exposed_sparse": b.sparse_exposed,
+            "full_view_chars": b.full_view_chars,
+            "full_view_delivered": b.full_view_delivered,
+            "budget_left": b.remaining,
+            "closed": b.closed,
+            "close_reason": self.close_reason,
+            "observations_retired": self.retired,
+            "anchors": self.anchors,
+        }
+
+    def to_record(self) -> dict[str, Any]:
+        """Everything needed to restore the episode (JSON-safe; the path stays as the core sees it)."""
+        return self.to_json() | {"artifact_rel": self.artifact, "spans": self.spans, "passages": self.passages,
+                                 "detached": self.detached, "method": self.method}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Episode:
+        budget = Budget(int(record["full_view_chars"]), int(record["exposed_sparse"]),
+                        bool(record["full_view_delivered"]), bool(record["closed"]))
+        return cls(
+            id=str(record["id"]), artifact=str(record["artifact_rel"]), fingerprint=str(record["fingerprint"]),
+            objective=str(record["objective"]), budget=budget, started=float(record["started"]),
+            spans=[(int(a), int(b)) for a, b in record["spans"]], anchors=[str(a) for a in record["anchors"]],
+            passages=[(str(a), int(s), int(e)) for a, s, e in record.get("passages", ())],
+            reads=int(record["reads"]), close_reason=str(record["close_reason"]),
+            retired=bool(record.get("observations_retired", False)), detached=bool(record.get("detached", False)),
+            method=str(record["method"]) if record.get("method") else None,
+        )
+
+
+class EpisodeStore:
+    """Thread-safe, bounded set of episodes with one open episode per artifact."""
+
+    def __init__(self, state: StateDB | None = None, max_episodes: int = MAX_EPISODES_LOADED) -> None:
+        self._episodes: OrderedDict[str, Episode] = OrderedDict()
+        self._open: dict[str, str] = {}
+        self._max = max_episodes
+        self._state = state
+        self.lock = threading.RLock()
+        self._next = 1 + (state.last_episode_number() if state else 0)
+        if state is not None:
+            self._restore(state)
+
+    def _restore(self, state: StateDB) -> None:
+        """Each artifact's newest sparse episode is current again, open or closed: a closed one
+        still says which version was read last and whether its full view went out."""
+        for record, _ in state.load_episodes(self._max):
+            episode = Episode.from_record(record)
+            self._episodes[episode.id] = episode
+            if not episode.detached:
+                self._open[episode.artifact] = episode.id
+
+    def ensure(self, artifact: str, fingerprint: str, action: str, objective: str, full_view_chars: int) -> Episode:
+        """The episode this access belongs to (SyncArtifactVersion, then EnsureEpisode)."""
+        with self.lock:
+            current = self._current(artifact)
+            if current and not current.closed and current.fingerprint != fingerprint:
+                current.close(f"artifact changed (fingerprint {fingerprint[:12]})")
+                self.save(current)
+            if current and _continues(current, fingerprint, action, objective):
+                return current
+            return self._start(artifact, fingerprint, objective, full_view_chars)
+
+    def detached(self, artifact: str, fingerprint: str, objective: str, full_view_chars: int) -> Episode:
+        """An episode of its own for an exact operation: the open episode (what refine,
+        verify and focus continue) stays the artifact's sparse reading."""
+        with self.lock:
+            episode = self._start(artifact, fingerprint, objective, full_view_chars, open_=False)
+            episode.detached = True
+            return episode
+
+    def superseded(self, artifact: str, fingerprint: str) -> Episode | None:
+        """The artifact's last episode if it closed by delivering this version's full view."""
+        with self.lock:
+            current = self._current(artifact)
+            if current and current.closed and current.fingerprint == fingerprint and current.budget.full_view_delivered:
+                return current
+            return None
+
+    def current_id(self, artifact: str) -> str | None:
+        with self.lock:
+            return self._open.get(artifact)
+
+    def previous_fingerprint(self, artifact: str) -> str | None:
+        with self.lock:
+            current = self._current(artifact)
+            return current.fingerprint if current else None
+
+    def save(self, episode: Episode) -> None:
+        """Persist the episode's record (a no-op without a state database)."""
+        if self._state is None:
+            return
+        with self.lock:
+            record, is_open = episode.to_record(), self._open.get(episode.artifact) == episode.id
+        self._state.save_episode(record, is_open and not episode.closed)
+
+    def all(self) -> list[Episode]:
+        with self.lock:
+            return list(self._episodes.values())
+
+    def get(self, episode_id: str) -> Episode | None:
+        with self.lock:
+            return self._episodes.get(episode_id)
+
+    def _current(self, artifact: str) -> Episode | None:
+        episode_id = self._open.get(artifact)
+        return self._episodes.get(episode_id) if episode_id else None
+
+    def _start(
+        self, artifact: str, fingerprint: str, objective: str, full_view_chars: int, open_: bool = True
+    ) -> Episode:
+        episode = Episode(f"e{self._next}", artifact, fingerprint, objective, Budget(full_view_chars))
+        self._next += 1
+        self._episodes[episode.id] = episode
+        if open_:
+            self._open[artifact] = episode.id
+        while len(self._episodes) > self._max:
+            _, dropped = self._episodes.popitem(last=False)
+            if self._open.get(dropped.artifact) == dropped.id:
+                del self._open[dropped.artifact]
+        return episode
+
+
+def _continues(episode: Episode, fingerprint: str, action: str, objective: str) -> bool:
+    if episode.closed or episode.fingerprint != fingerprint:
+        return False
+    return action in CONTINUING_ACTIONS or episode.objective == objective

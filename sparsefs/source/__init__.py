@@ -1,0 +1,1 @@
+"""The source tree: confined access through a directory fd, the collection walk, freshness."""

@@ -1,0 +1,221 @@
+"""How a mount learns that the source changed: watched, checked on access, or not at all.
+
+Three modes, reported in ``stats.json`` under ``"watcher"`` and by ``sparsefs doctor``:
+
+* ``inotify`` — a watcher on the source tree calls ``on_change(rel)`` within
+  milliseconds of an outside change (``sparsefs.vfs.watcher``);
+* ``on-access`` — no (complete) watch: every open of a real file through the
+  daemon compares the file's (inode, size, mtime_ns, ctime_ns) with what the
+  last open saw and, when it differs, calls the same ``on_change(rel)`` the
+  watcher would. Chosen with ``--no-watch`` and whenever inotify runs out
+  (watch or instance limit, a lost-event queue overflow); never silently;
+* ``off`` — nothing watches or checks (a bare ``Core``: library use, tests).
+
+Why opens: every plain read starts with one, and the kernel forwards every open
+to the daemon even while it caches the file's pages and attributes, so a read
+after an outside change always gets fresh bytes. ctime is compared too: ``cp
+-p`` or ``touch -d`` can restore size and mtime on new content, never ctime.
+What this mode cannot see: a change to a file some process already holds open
+(``tail -f`` keeps reading through its handle — the bytes are fresh under
+kernel passthrough, may be stale pages under mfusepy) and ``stat`` alone,
+which keeps the kernel's attributes up to their timeout (5 s). Packs are not
+affected: every evidence read re-checks the fingerprint by stat key.
+
+A path this table has not seen was never cached by the kernel when the mode
+was chosen at start. When the mode is entered later (the watcher gave up while
+pages were cached) or the table forgot paths (it is bounded), an unseen path
+counts as changed once: one spurious invalidation rather than a stale read.
+
+The hooks ``check_core_open`` and ``check_kernel_open`` are one line each in
+``Core.open`` and the kernel backend's open; they cost one dict lookup unless
+the mode is on-access.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from sparsefs.source.rootfs import relative
+
+log = logging.getLogger("sparsefs.freshness")
+
+INOTIFY, ON_ACCESS, OFF = "inotify", "on-access", "off"
+MAX_REMEMBERED = 100_000  # ~20 MB of (path, stat) pairs at most
+WATCHES_SYSCTL = Path("/proc/sys/fs/inotify/max_user_watches")
+INSTANCES_SYSCTL = Path("/proc/sys/fs/inotify/max_user_instances")
+Seen = tuple[int, int, int, int]
+
+
+def inotify_limit(path: Path = WATCHES_SYSCTL) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def suggested_watch_limit(needed: int, current: int | None) -> int:
+    """A limit with room for ``needed`` watches beside everything else: a power of two, at least 524288."""
+    target = max(524_288, 2 * (current or 0), 4 * needed)
+    return 1 << (target - 1).bit_length()
+
+
+class Freshness:
+    """The mode of one mount, and the on-access check; thread-safe."""
+
+    def __init__(self, on_change: Callable[[str], None], lstat: Callable[[str], os.stat_result]) -> None:
+        self._on_change = on_change
+        self._lstat = lstat
+        self.mode = OFF
+        self.reason = "nothing watches or checks the source"
+        self.directories: int | None = None  # how many directories the tree has, when counted
+        self.watches: Callable[[], int] = lambda: 0
+        self.since = time.time()
+        self.checks = 0
+        self.changes_found = 0
+        self._seen: OrderedDict[str, Seen] = OrderedDict()
+        self._trust_unseen = True
+        self._lock = threading.Lock()
+        self._stoppers: list[Callable[[], None]] = []
+
+    @property
+    def on_access(self) -> bool:
+        return self.mode == ON_ACCESS
+
+    def watching(self, watches: Callable[[], int], stop: Callable[[], None]) -> None:
+        """A watcher covers the whole tree (unless it already gave up while starting: then stop it)."""
+        with self._lock:
+            gave_up = self.mode == ON_ACCESS
+            if not gave_up:
+                self.mode, self.reason, self.watches, self.since = INOTIFY, "", watches, time.time()
+                self._stoppers.append(stop)
+        if gave_up:
+            stop()
+
+    def check_on_access(self, reason: str, caches_may_be_stale: bool = False) -> bool:
+        """Switch to on-access checking (once; the first reason stays). True if this call switched."""
+        with self._lock:
+            if self.mode == ON_ACCESS:
+                return False
+            was_watching = self.mode == INOTIFY
+            self.mode, self.reason, self.since = ON_ACCESS, reason, time.time()
+            self.watches = lambda: 0
+            self._trust_unseen = not (caches_may_be_stale or was_watching)
+        if reason.startswith("--no-watch"):
+            log.info("source changes are checked on access: %s", reason)
+        else:
+            log.warning("source changes are now checked on each open, not watched: %s", reason)
+        return True
+
+    def check(self, rel: str) -> os.stat_result | None:
+        """On-access check of real file ``rel``: invalidate it if it changed since last seen; its stat."""
+        try:
+            st = self._lstat(rel)
+        except OSError:
+            return None  # not a real file (a virtual name) or gone: the open itself will say
+        if self._changed(rel, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)):
+            self._on_change(rel)
+        return st
+
+    def _changed(self, rel: str, seen: Seen) -> bool:
+        with self._lock:
+            self.checks += 1
+            before = self._seen.pop(rel, None)
+            changed = before != seen if before is not None else not self._trust_unseen
+            self._seen[rel] = seen
+            if len(self._seen) > MAX_REMEMBERED:
+                self._seen.popitem(last=False)
+                self._trust_unseen = False  # the forgotten path may have cached pages
+            self.changes_found += changed
+        return changed
+
+    def state(self) -> dict[str, Any]:
+        """The ``"watcher"`` entry of stats.json."""
+        with self._lock:
+            state: dict[str, Any] = {
+                "mode": self.mode, "watches": self.watches(), "reason": self.reason,
+                "since": round(self.since, 3), "directories": self.directories,
+                "max_user_watches": inotify_limit(),
+            }
+            if self.mode == ON_ACCESS:
+                state |= {"checks": self.checks, "changes_found": self.changes_found}
+        return state
+
+    def stop_watchers(self) -> None:
+        with self._lock:
+            stoppers, self._stoppers = self._stoppers, []
+        for stop in stoppers:
+            stop()
+
+    def stop(self) -> None:
+        """Stop any watcher and forget this mount's hooks."""
+        self.stop_watchers()
+        detach(self)
+
+
+# ---- hooks ---------------------------------------------------------------------------
+_guards: dict[int, Freshness] = {}  # id(core) -> its Freshness; one mount per daemon in practice
+_owners: dict[int, int] = {}  # id(freshness) -> id(core)
+
+
+def attach(core: object, freshness: Freshness) -> None:
+    _guards[id(core)] = freshness
+    _owners[id(freshness)] = id(core)
+
+
+def detach(freshness: Freshness) -> None:
+    owner = _owners.pop(id(freshness), None)
+    if owner is not None and _guards.get(owner) is freshness:
+        del _guards[owner]
+
+
+def guard_of(core: object) -> Freshness | None:
+    return _guards.get(id(core))
+
+
+def check_core_open(core: object, rel: str) -> None:
+    """Hook in ``Core.open`` (real files): the on-access check, if this mount is in that mode."""
+    guard = _guards.get(id(core))
+    if guard is not None and guard.mode == ON_ACCESS:
+        guard.check(rel)
+
+
+class _KernelNode(Protocol):
+    nodeid: int
+    ino: int
+
+
+class _NodePaths(Protocol):
+    def path(self, nodeid: int) -> str | None: ...
+
+
+class _KernelFiles(Protocol):
+    @property
+    def core(self) -> object: ...
+
+    @property
+    def nodes(self) -> _NodePaths: ...
+
+    def gone_from_tree(self, node: Any) -> None: ...
+
+
+def check_kernel_open(files: _KernelFiles, node: _KernelNode) -> None:
+    """Hook at the top of the kernel backend's OPEN (a kept file's reopen never reaches ``Core.open``).
+
+    If the name now leads to another inode (replaced by rename, as editors
+    save), the kept backing file is the old one: let it go now, so this very
+    open reopens the path instead of serving the old content by passthrough.
+    """
+    guard = _guards.get(id(files.core))
+    if guard is None or guard.mode != ON_ACCESS:
+        return
+    path = files.nodes.path(node.nodeid)
+    st = guard.check(relative(path)) if path is not None else None
+    if st is not None and st.st_ino != node.ino:
+        files.gone_from_tree(node)

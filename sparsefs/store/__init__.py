@@ -1,0 +1,1 @@
+"""Persistence: protocol state, the parsed-artifact store, the safe codec, the pack log."""

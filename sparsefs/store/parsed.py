@@ -1,0 +1,428 @@
+"""On-disk fingerprints and parsed artifacts, so a remount starts warm.
+
+Layout under ``state_dir/index/``::
+
+    index.sqlite                  fingerprints + the parsed-store ledger (WAL)
+    parsed/<code>/<fp[:2]>/<fp>.<reader>-<ext>/  one parse (other code versions are removed at open):
+        meta.json, data.json      format + code version, sizes and xxh3 of every file; the encoded data tree
+        full_view.txt, a<i>.npy, b<i>.bin   the full view, numpy arrays, byte blobs (no pickle)
+    parsed/tmp/                   entries being written (removed at open after an hour)
+
+Fingerprints are keyed by (dev, ino, size, mtime_ns, ctime_ns): ctime cannot be
+set by a user, so a file rewritten while unmounted and given its old mtime
+back (``touch -d``, ``rsync -t``) still misses. Racy-clean rule (as git's
+index): a fingerprint computed while the file's mtime is less than
+:data:`RACY_NS` older than the hash is never persisted, because a same-size
+write in the same mtime tick would leave the key unchanged; it stays in
+memory only, where writes through the mount and watcher events mark it dirty.
+
+Parsed artifacts are written by one background thread from a bounded queue
+(a full queue drops the write; so does a lost race), atomically: into a temp
+dir, then renamed (no fsync: a torn entry after a crash fails the checks
+below and is a miss). On load every file is checked by size and xxh3; anything
+off (a missing file, garbled JSON, another format, any error while decoding)
+reads as a miss and the entry is removed. The code version hashes the sources
+of ``readers/``, the codec and the parsing libraries' versions, so a Reader
+change or an upgrade starts cold instead of trusting an old layout.
+
+The store is bounded (bytes, LRU by last use), keeps parses that took at least
+``min_parse_seconds`` and re-saves one whose Reader built indexes lazily since
+(a table's BM25 index): when next used, or at close (dense vectors: at close, or when a
+background warm-up finished, :meth:`ParsedStore.save_grown`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import queue
+import re
+import shutil
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+import readers
+from readers.base import Parsed
+from sparsefs.store import entry as parsed_entry
+from sparsefs.store import serial
+from sparsefs.store.entry import read_entry, write_entry
+
+log = logging.getLogger("sparsefs.store")
+
+RACY_NS = 2_000_000_000
+TRANSIENT_KEYS = frozenset({"columns", "floats"})  # table_ops caches, cheap to rebuild
+_PARSING_DISTS = ("pymupdf", "bm25s", "numpy", "openpyxl", "python-calamine", "orjson", "PyStemmer")
+_DAY_NS = 86_400 * 1_000_000_000
+CLOSE_TIMEOUT_S = 10.0  # an unmount must finish well inside a service's stop timeout
+_FINGERPRINT = re.compile(r"[0-9a-f]{32}")
+_READER_KEY = re.compile(r"[a-z0-9_]{1,32}(?:-[a-z0-9-]{1,12})?")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS fingerprints (
+    dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER,
+    fingerprint TEXT NOT NULL, seen INTEGER NOT NULL,
+    PRIMARY KEY (dev, ino, size, mtime_ns, ctime_ns)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS parsed (
+    fingerprint TEXT, reader TEXT, bytes INTEGER NOT NULL, last_used INTEGER NOT NULL,
+    PRIMARY KEY (fingerprint, reader)) WITHOUT ROWID;
+"""
+Key = tuple[str, str]
+FullKey = tuple[int, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Bounds of the store (defaults: 2 GiB, 200k fingerprints, 30 days)."""
+
+    max_bytes: int = 2 << 30
+    min_parse_seconds: float = 0.01  # a small entry loads in 1-3 ms
+    max_fingerprints: int = 200_000
+    fingerprint_days: int = 30
+    queue_size: int = 32
+
+
+def full_key(st: os.stat_result) -> FullKey:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def is_racy(st: os.stat_result, hashed_ns: int) -> bool:
+    """Could a same-size write land in the same mtime tick after this hash?"""
+    return st.st_mtime_ns >= hashed_ns - RACY_NS or st.st_ctime_ns >= hashed_ns - RACY_NS
+
+
+_REPO = Path(readers.__file__).resolve().parent.parent  # names below are relative: the version is the same anywhere
+
+
+def code_version() -> str:
+    """xxh3 of the Reader sources, the codec, the entry format and the parsing libraries' versions.
+
+    Any change to how an artifact is parsed (a Reader edit, a pymupdf upgrade)
+    invalidates the whole store rather than trusting an old layout.
+    """
+    digest = xxhash.xxh3_64(f"format {serial.FORMAT}".encode())
+    for dist in _PARSING_DISTS:
+        try:
+            digest.update(f"{dist} {metadata.version(dist)}\n".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{dist} -\n".encode())
+    sources = [*sorted((_REPO / "readers").rglob("*.py")), Path(serial.__file__).resolve(),
+               Path(parsed_entry.__file__).resolve()]
+    for path in sources:
+        digest.update(path.relative_to(_REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def open_store(state_dir: Path, config: StoreConfig | None = None) -> ParsedStore:
+    """The store under ``state_dir/index`` (created if missing), writer thread started."""
+    return ParsedStore(Path(state_dir) / "index", config or StoreConfig())
+
+
+class ParsedStore:
+    """Fingerprint table and parsed-artifact store; thread-safe."""
+
+    def __init__(self, root: Path, config: StoreConfig) -> None:
+        self.root = root
+        self.config = config
+        self.parsed_dir = root / "parsed"
+        (self.parsed_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self.code = code_version()
+        self.entries = self.parsed_dir / self.code  # another code version's entries are never even looked at
+        self._db = _connect(root / "index.sqlite")
+        self._db_lock = threading.Lock()
+        self._pending_fps: dict[FullKey, str] = {}
+        self._pending_uses: set[Key] = set()
+        self._saved: dict[Key, tuple[weakref.ref[Parsed], tuple[Any, ...]]] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[Key, Parsed] | None] = queue.Queue(config.queue_size)
+        self.loads = self.saves = self.dropped = self.corrupt = self.failures = 0
+        self._writer = threading.Thread(target=self._run, name="sparsefs-store", daemon=True)
+        self._writer.start()
+
+    # fingerprints -------------------------------------------------------
+
+    def fingerprint_get(self, st: os.stat_result) -> str | None:
+        """The persisted fingerprint of this exact file version, if any."""
+        return self.fingerprint_of(full_key(st))
+
+    def fingerprint_of(self, key: FullKey) -> str | None:
+        """The same, by (dev, ino, size, mtime_ns, ctime_ns)."""
+        with self._lock:
+            pending = self._pending_fps.get(key)
+        if pending is not None:
+            return pending
+        try:
+            with self._db_lock:
+                row = self._db.execute(
+                    "SELECT fingerprint FROM fingerprints WHERE dev=? AND ino=? AND size=? AND mtime_ns=? "
+                    "AND ctime_ns=?", key).fetchone()
+        except sqlite3.Error as err:
+            log.warning("store: fingerprint lookup failed (%s); hashing instead", err)
+            return None
+        return str(row[0]) if row and _FINGERPRINT.fullmatch(str(row[0])) else None
+
+    def fingerprint_put(self, st: os.stat_result, fingerprint: str, hashed_ns: int) -> bool:
+        """Remember a fingerprint (batched); refused (False) when the stat key is racy."""
+        if is_racy(st, hashed_ns):
+            return False
+        with self._lock:
+            if len(self._pending_fps) < 10_000:
+                self._pending_fps[full_key(st)] = fingerprint
+        return True
+
+    # parsed artifacts ---------------------------------------------------
+
+    def load(self, fingerprint: str, reader: str) -> Parsed | None:
+        """The stored parse, or None (a damaged entry is removed and reads as a miss)."""
+        path = self._path(fingerprint, reader)
+        if not path.is_dir():
+            return None
+        try:
+            parsed = read_entry(path, self.code, fingerprint, reader)
+        except Exception as err:  # noqa: BLE001 - whatever is on disk, a damaged entry is a miss
+            log.debug("store: dropping %s: %r", path.name, err)
+            self.corrupt += 1
+            self._remove((fingerprint, reader))
+            return None
+        self.loads += 1
+        self._track((fingerprint, reader), parsed)
+        with self._lock:
+            self._pending_uses.add((fingerprint, reader))
+        return parsed
+
+    def contains(self, fingerprint: str) -> bool:
+        """Is some parse of this fingerprint stored for this code version? (one directory listing)"""
+        try:
+            return any(p.name.startswith(fingerprint + ".") for p in (self.entries / fingerprint[:2]).iterdir())
+        except OSError:
+            return False
+
+    def save(self, fingerprint: str, reader: str, parsed: Parsed, parse_seconds: float) -> None:
+        """Queue a write when the parse was costly enough; always track later growth."""
+        key = (fingerprint, reader)
+        if parse_seconds >= self.config.min_parse_seconds:
+            self._enqueue(key, parsed)
+        else:
+            self._track(key, parsed)
+
+    def note_use(self, fingerprint: str, reader: str, parsed: Parsed) -> None:
+        """A warm hit: re-save if the Reader built lazy indexes since the last save."""
+        key = (fingerprint, reader)
+        with self._lock:
+            known = self._saved.get(key)
+        if known is not None and _indexes_only(known[1]) != _indexes_only(_signature(parsed)):
+            self._enqueue(key, parsed)
+
+    def save_grown(self, parsed: Parsed) -> None:
+        """Re-save a tracked parse whose caches grew (dense vectors after a warm-up) before close."""
+        with self._lock:
+            found = [(key, sig) for key, (ref, sig) in self._saved.items() if ref() is parsed]
+        for key, signature in found:
+            if signature != _signature(parsed):
+                self._enqueue(key, parsed)
+
+    def close(self) -> None:
+        """Save what grew since, flush pending writes, stop the writer, close the database."""
+        if not self._writer.is_alive():
+            return
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S  # all of close stays within this
+        for key, (ref, signature) in list(self._saved.items()):
+            parsed = ref()
+            if parsed is not None and signature != _signature(parsed):
+                self._enqueue(key, parsed, wait=max(0.0, deadline - time.monotonic()))
+        try:
+            self._queue.put(None, timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Full:
+            log.warning("store: writer did not drain its queue; pending writes are lost")
+        self._writer.join(timeout=max(0.01, deadline - time.monotonic()))
+        if self._writer.is_alive():
+            log.warning("store: writer still busy at unmount; its last entries are lost (a cache only)")
+            return
+        with self._db_lock:
+            self._db.close()
+
+    # internals ----------------------------------------------------------
+
+    def _path(self, fingerprint: str, reader: str) -> Path:
+        """The entry directory; a key that is not a fingerprint and a reader key never names a path."""
+        if not (_FINGERPRINT.fullmatch(fingerprint) and _READER_KEY.fullmatch(reader)):
+            raise ValueError(f"not a store key: {fingerprint!r}, {reader!r}")
+        return self.entries / fingerprint[:2] / f"{fingerprint}.{reader}"
+
+    def _track(self, key: Key, parsed: Parsed) -> None:
+        with self._lock:
+            self._saved.pop(key, None)
+            self._saved[key] = (weakref.ref(parsed), _signature(parsed))
+            while len(self._saved) > 4096:
+                self._saved.pop(next(iter(self._saved)))
+
+    def _enqueue(self, key: Key, parsed: Parsed, wait: float | None = None) -> None:
+        self._track(key, parsed)
+        snapshot = Parsed(parsed.full_view, parsed.kind, _snapshot(parsed.data))
+        try:
+            self._queue.put((key, snapshot), block=wait is not None, timeout=wait)
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        self._guarded(self._maintain)
+        while True:
+            try:
+                job = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                job = ()  # type: ignore[assignment]
+            self._guarded(self._flush)  # last-use times first: eviction after a write must see them
+            if job:
+                self._guarded(functools.partial(self._write, *job))
+            if job is None:
+                return
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        """The writer thread outlives any failure (disk full, a locked or damaged database)."""
+        try:
+            step()
+        except (sqlite3.Error, OSError) as err:
+            self.failures += 1
+            name = getattr(step, "__name__", None) or getattr(getattr(step, "func", None), "__name__", "a step")
+            log.warning("store: %s failed (%s); continuing without it", name, err)
+
+    def _write(self, key: Key, parsed: Parsed) -> None:
+        try:
+            size = write_entry(self._path(*key), self.parsed_dir / "tmp", parsed, self.code, key)
+        except (serial.Unserializable, RecursionError, RuntimeError) as err:
+            log.debug("store: not persisting %s (%s)", key, err)
+            return
+        except Exception as err:  # noqa: BLE001 - the writer thread must outlive any one write
+            log.debug("store: write of %s failed: %r", key, err)
+            return
+        self.saves += 1
+        with self._db_lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO parsed VALUES (?, ?, ?, ?)", (*key, size, time.time_ns()))
+        self._evict()
+
+    def _flush(self) -> None:
+        with self._lock:
+            fps, self._pending_fps = self._pending_fps, {}
+            uses, self._pending_uses = self._pending_uses, set()
+        if not fps and not uses:
+            return
+        now = time.time_ns()
+        with self._db_lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 [(*k, fp, now) for k, fp in fps.items()])
+            self._db.executemany("UPDATE parsed SET last_used=? WHERE fingerprint=? AND reader=?",
+                                 [(now, *k) for k in uses])
+
+    def _evict(self) -> None:
+        """Drop least recently used entries until the store is within 90% of its bound."""
+        with self._db_lock:
+            total = self._db.execute("SELECT COALESCE(SUM(bytes), 0) FROM parsed").fetchone()[0]
+            if total <= self.config.max_bytes:
+                return
+            rows = self._db.execute("SELECT fingerprint, reader, bytes FROM parsed ORDER BY last_used").fetchall()
+        for fingerprint, reader, size in rows:
+            if total <= self.config.max_bytes * 0.9:
+                break
+            self._remove((fingerprint, reader))
+            total -= size
+
+    def _drop_other_code_versions(self) -> None:
+        """Entries of other Reader code are dead weight: remove them at open."""
+        self.entries.mkdir(parents=True, exist_ok=True)
+        for child in self.parsed_dir.iterdir():
+            if child.name not in ("tmp", self.code) and child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+
+    def _remove(self, key: Key) -> None:
+        with contextlib.suppress(ValueError):  # a forged ledger row: only the row goes
+            shutil.rmtree(self._path(*key), ignore_errors=True)
+        with self._lock:
+            self._saved.pop(key, None)
+        with self._db_lock, self._db:
+            self._db.execute("DELETE FROM parsed WHERE fingerprint=? AND reader=?", key)
+
+    def _maintain(self) -> None:
+        """At open: clear temp dirs, forget ledger rows without a directory, prune old fingerprints."""
+        stale = time.time() - 3600  # not younger ones: another process may be writing them
+        for leftover in (self.parsed_dir / "tmp").iterdir():
+            if _mtime(leftover) < stale:
+                shutil.rmtree(leftover, ignore_errors=True)
+        cutoff = time.time_ns() - self.config.fingerprint_days * _DAY_NS
+        self._drop_other_code_versions()
+        with self._db_lock:
+            rows = self._db.execute("SELECT fingerprint, reader FROM parsed").fetchall()
+        gone = [row for row in rows if not _is_entry(self, *row)]  # outside the lock: lookups go on meanwhile
+        with self._db_lock, self._db:
+            self._db.executemany("DELETE FROM parsed WHERE fingerprint=? AND reader=?", gone)
+            self._db.execute("DELETE FROM fingerprints WHERE seen < ?", (cutoff,))
+            self._db.execute(  # cap: keep the most recently seen rows
+                "DELETE FROM fingerprints WHERE seen < (SELECT seen FROM fingerprints ORDER BY seen DESC "
+                "LIMIT 1 OFFSET ?)", (self.config.max_fingerprints,))
+
+
+def _is_entry(store: ParsedStore, fingerprint: str, reader: str) -> bool:
+    try:
+        return store._path(fingerprint, reader).is_dir()
+    except ValueError:
+        return False
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime if path.exists() else 0.0
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open (or create) the index database; a damaged one is a cache: start it afresh."""
+    try:
+        return _open_db(path)
+    except sqlite3.OperationalError:
+        raise  # full disk, locked by another process, unreadable: not damage, never delete it
+    except sqlite3.DatabaseError as err:
+        log.warning("store: %s is damaged (%s); starting a new one", path, err)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return _open_db(path)
+
+
+def _open_db(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
+
+
+def _indexes_only(signature: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Without dense-vector caches: they grow with every hybrid read; saved at close or with an index."""
+    return tuple(item for item in signature if not str(item[0]).startswith("dense:"))
+
+
+def _signature(parsed: Parsed) -> tuple[Any, ...]:
+    """Cheap change detector for lazily added indexes: keys and the sizes of dict values."""
+    return tuple(sorted((k, _size(v)) for k, v in parsed.data.items() if k not in TRANSIENT_KEYS))
+
+
+def _size(value: Any) -> int:
+    """How big a cache dict has grown: its keys, and the rows of the arrays it holds (dense vectors)."""
+    if not isinstance(value, dict):
+        return -1
+    return len(value) + sum(int(x.shape[0]) for x in value.values() if isinstance(x, np.ndarray) and x.ndim)
+
+
+def _snapshot(data: dict[str, Any]) -> dict[str, Any]:
+    """Top-level copy (dict values copied too: Readers fill cache dicts in place)."""
+    return {k: dict(v) if type(v) is dict else v for k, v in list(data.items()) if k not in TRANSIENT_KEYS}

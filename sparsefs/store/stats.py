@@ -1,0 +1,95 @@
+"""Counters for .sparsefs/stats.json and the append-only .sparsefs/log.jsonl."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+# sparsefs.guard.policy: read-only opens of real files by guarded processes, cards served (and their characters),
+# plain reads after a card, and opens the guard failed open on (an error, a kernel race: real bytes). Cards
+# and insisted reads also count in chars_exposed / full_view_chars_of_packs (their log lines are packs').
+GUARD_COUNTERS = ("guard_plain_reads", "guard_cards", "guard_card_chars", "guard_insisted_reads",
+                  "guard_fail_open")
+
+
+class Stats:
+    """Thread-safe counters; every number here is counted, never estimated."""
+
+    def __init__(self, log_path: Path, backend: str = "mfusepy") -> None:
+        self._lock = threading.Lock()
+        self.started = time.time()
+        self.backend = backend
+        self.passthrough: bool | None = None  # set by the kernel backend once INIT is negotiated
+        self.gauges: dict[str, Callable[[], int]] = {}  # live values a backend reports (node counts)
+        # How source changes reach this mount (sparsefs.source.freshness sets it): inotify, on-access or off.
+        self.watcher: Callable[[], dict[str, Any]] = lambda: {
+            "mode": "off", "watches": 0, "reason": "nothing watches or checks the source"}
+        self.counters: dict[str, int] = {
+            "plain_bytes_read": 0,
+            "plain_bytes_written": 0,
+            "raw_bytes_read": 0,
+            "packs_served": 0,
+            "error_packs": 0,
+            "fallbacks": 0,
+            "previews": 0,
+            "exact_results": 0,
+            "chars_exposed": 0,
+            "full_view_chars_of_packs": 0,
+            **dict.fromkeys(GUARD_COUNTERS, 0),
+        }
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+
+    def add(self, name: str, amount: int) -> None:
+        with self._lock:
+            self.counters[name] += amount
+
+    def record_pack(self, entry: dict[str, Any]) -> None:
+        """Append one pack's log line (stamped now), then count it."""
+        line = orjson.dumps({"time": round(time.time(), 3), **entry}) + b"\n"
+        with self._lock:
+            os.write(self._log_fd, line)
+            self.counters["packs_served"] += 1
+            self.counters["chars_exposed"] += int(entry["exposed"])
+            self.counters["full_view_chars_of_packs"] += int(entry["L"])
+            self.counters["error_packs"] += entry["decision"] == "error"
+            self.counters["fallbacks"] += entry["decision"] == "fallback"
+            self.counters["previews"] += entry["decision"] == "preview"
+            self.counters["exact_results"] += entry["decision"] == "exact"
+
+    def record_guard(self, entry: dict[str, Any], counts: dict[str, int]) -> None:
+        """Append a guard event's log line (stamped now) and add its counts (sparsefs.guard.policy)."""
+        line = orjson.dumps({"time": round(time.time(), 3), **entry}) + b"\n"
+        with self._lock:
+            os.write(self._log_fd, line)
+            for name, amount in counts.items():
+                self.counters[name] += amount
+
+    def log_size(self) -> int:
+        return os.fstat(self._log_fd).st_size
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            counters = dict(self.counters)
+        full = counters["full_view_chars_of_packs"]
+        saved = full - counters["chars_exposed"]
+        return {
+            "backend": self.backend,
+            "passthrough": self.passthrough,
+            "watcher": self.watcher(),
+            **{name: gauge() for name, gauge in self.gauges.items()},
+            "uptime_s": round(time.time() - self.started, 1),
+            **counters,
+            "chars_saved_vs_full_reads": saved,
+            "exposure_ratio": round(counters["chars_exposed"] / full, 4) if full else None,
+        }
+
+    def close(self) -> None:
+        os.close(self._log_fd)

@@ -1,0 +1,231 @@
+"""Virtual paths: resolve a name to a frozen EvidencePack, remember it, account for it.
+
+A pack is built at lookup (its exact size must be known before the first
+read), frozen per (virtual path, artifact version), and counted in the stats
+and log when it is first opened for reading, so a bare ``stat`` does not
+inflate the exposure numbers. Building takes a per-artifact lock: a slow parse
+of one file never delays evidence reads of another, and plain I/O never waits.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable
+from difflib import get_close_matches
+from typing import Any
+
+import xxhash
+
+from readers.base import ReaderError
+from readers.ops import OPERATIONS
+from sparsefs.protocol.access import Protocol, Served, error_pack
+from sparsefs.protocol.grammar import CORE_ACTIONS, GrammarError, VirtualRequest, split_name
+from sparsefs.protocol.pack import display_name, render
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.state import StateDB
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.virtual import VirtualFile, VirtualMemo
+
+MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
+_LOCK_STRIPES = 64
+SESSION_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})  # the session intent fills in or re-ranks
+
+
+class EvidenceFiles:
+    """Builds, freezes and accounts the content of virtual paths."""
+
+    def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats, state: StateDB | None = None) -> None:
+        self.root = root
+        self.state = state
+        self.protocol = protocol
+        self.artifacts = protocol.artifacts
+        self.stats = stats
+        self.memo = VirtualMemo()
+        self.invalidate_kernel: Callable[[str], None] = lambda path: None
+        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._delivered: dict[str, str] = {}
+        self._delivered_lock = threading.Lock()
+        self._sizes_handed_out: set[str] = set()
+        self._handed: dict[str, tuple[str, int]] = {}
+
+    def lookup(self, rel: str) -> VirtualFile:
+        """The virtual file at ``rel``; OSError(ENOENT) when the name is not virtual."""
+        parent, _, name = rel.rpartition("/")
+        _check_name(name)
+        try:
+            split = split_name(
+                name, lambda base: _is_base(base) and self.root.exists(_join(parent, base)), OPERATIONS
+            )
+        except GrammarError as err:
+            return self._grammar_error(rel, name, err)
+        if split is None:
+            raise OSError(errno.ENOENT, "no such file")
+        base, request = split
+        return self._pack_file(rel, _join(parent, base), request)
+
+    def stat(self, rel: str) -> dict[str, int]:
+        """Attributes for the kernel; remembers which version's size it was given."""
+        virtual = self.lookup(rel)
+        self._handed[rel] = (virtual.version, virtual.attrs["st_size"])
+        return virtual.attrs
+
+    def open(self, rel: str) -> VirtualFile:
+        """The content to serve; if it is not what the kernel last sized, make it ask again."""
+        virtual = self.lookup(rel)
+        if self._handed.get(rel) != (virtual.version, virtual.attrs["st_size"]):
+            self.invalidate_kernel("/" + rel)  # fstat on this handle then reports its own size
+        self._deliver(virtual)
+        return virtual
+
+    def _deliver(self, virtual: VirtualFile) -> None:
+        """Count a pack in stats and log the first time its content is opened."""
+        if virtual.log_entry is None:
+            return
+        with self._delivered_lock:
+            if self._delivered.get(virtual.rel) == virtual.version:
+                return
+            self._delivered[virtual.rel] = virtual.version
+        self.stats.record_pack(virtual.log_entry)
+
+    def source_changed(self, rel: str) -> None:
+        """``rel`` may have changed: the kernel must ask again for its packs' sizes.
+
+        Packs stay remembered; the next lookup compares fingerprints, so an event
+        that changed nothing (our own write echoed by the watcher) rebuilds nothing.
+        """
+        self.artifacts.mark_dirty(rel)
+        for base in (rel, *_folders_above(rel)):  # a folder's packs depend on every file under it
+            if base in self._sizes_handed_out:
+                self._sizes_handed_out.discard(base)
+                for vpath in self.memo.paths_for(base):
+                    self.invalidate_kernel("/" + vpath)
+
+    def session_changed(self) -> None:
+        """Packs that depend on the session intent change: the kernel must ask for their sizes again."""
+        for vpath in self.memo.paths():
+            self.invalidate_kernel("/" + vpath)
+
+    def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        self._sizes_handed_out.add(base_rel)  # before building: a change meanwhile must invalidate
+        if request.action == "raw":
+            raw = VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
+            self.memo.put(raw)  # remembered so a change of the base invalidates its size too
+            return raw
+        with self._lock_for(base_rel):
+            return self._current(rel, base_rel, request)
+
+    def _current(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        text = self.protocol.session.text  # read once: the pack is built and frozen under this one
+        session = _session_mark(request, text)
+        version = self._version(base_rel) + session
+        cached = self.memo.get(rel, version) or self._persisted(rel, base_rel, version)
+        if cached is not None:
+            return cached
+        served = self.protocol.serve(base_rel, request, text)
+        content = render(served.pack, request.format)
+        version = (served.version or version.removesuffix(session)) + session
+        virtual = VirtualFile.generated(
+            rel, base_rel, version, self._key_stat(base_rel), content, _log_entry(rel, served)
+        )
+        self.memo.put(virtual)
+        if self.state is not None and served.pack.decision != "error":
+            self.state.put_pack(rel, version, content, virtual.log_entry)
+        return virtual
+
+    def _persisted(self, rel: str, base_rel: str, version: str) -> VirtualFile | None:
+        """A pack an earlier mount froze for this path and version: the same bytes, not admitted again."""
+        found = self.state.get_pack(rel, version) if self.state is not None and version else None
+        if found is None:
+            return None
+        virtual = VirtualFile.generated(rel, base_rel, version, self._key_stat(base_rel), found[0])
+        self.memo.put(virtual)  # no log entry: it was counted when first delivered
+        return virtual
+
+
+
+    def _version(self, base_rel: str) -> str:
+        """The artifact's fingerprint; '' when it cannot be read as an artifact."""
+        try:
+            return self.artifacts.fingerprint(base_rel)
+        except ReaderError:
+            return ""
+
+    def _grammar_error(self, rel: str, name: str, err: GrammarError) -> VirtualFile:
+        if err.unknown_action is not None and not _looks_like_a_request(name, err.unknown_action):
+            raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
+        served = error_pack(display_name(name), None, err.message, err.hint)
+        parent_st = self.root.lstat(rel.rpartition("/")[0])
+        content = render(served.pack, "text")
+        return VirtualFile.generated(rel, "", "", parent_st, content, _log_entry(rel, served))
+
+    def _lock_for(self, base_rel: str) -> threading.Lock:
+        stripe = xxhash.xxh32_intdigest(base_rel.encode("utf-8", "surrogateescape")) % _LOCK_STRIPES
+        return self._locks[stripe]
+
+    def _confined_stat(self, rel: str) -> os.stat_result:
+        fd = self.root.open_file(rel, os.O_PATH)  # O_PATH: never blocks (FIFOs), never reads
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _key_stat(self, rel: str) -> os.stat_result:
+        """The artifact's own stat (through symlinks inside the root), else the link's."""
+        try:
+            return self._confined_stat(rel)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.ELOOP, errno.EACCES):
+                raise
+            return self.root.lstat(rel)
+
+
+def _session_mark(request: VirtualRequest, session: str) -> str:
+    """Packs the session intent can change are frozen per session intent too."""
+    if not session or request.action not in SESSION_ACTIONS:
+        return ""
+    return "|session:" + xxhash.xxh3_64_hexdigest(session.encode())
+
+
+def _check_name(name: str) -> None:
+    size = len(os.fsencode(name))
+    if size > MAX_VIRTUAL_NAME_BYTES or ("@" not in name and size > 255):
+        raise OSError(errno.ENAMETOOLONG, "name too long")
+    if "@" not in name:
+        raise OSError(errno.ENOENT, "no such file")
+
+
+def _is_base(name: str) -> bool:
+    return name not in (".", "..")
+
+
+def _looks_like_a_request(name: str, word: str) -> bool:
+    """``x@word=...``, ``x@word&...`` or a typo of an action get an error pack.
+
+    Any other name with an '@' (``notes.txt@old``, ``src@v2``) is simply absent,
+    so tools can create a real file of that name.
+    """
+    if not word or f"@{word}=" in name or f"@{word}&" in name:
+        return True
+    return bool(get_close_matches(word.lower(), CORE_ACTIONS, n=1, cutoff=0.6))
+
+
+def _folders_above(rel: str) -> list[str]:
+    """``a/b/c.txt`` -> ['a/b', 'a', ''] (the root folder is '')."""
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[:n]) for n in range(len(parts), -1, -1)]
+
+
+def _join(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name
+
+
+def _log_entry(rel: str, served: Served) -> dict[str, Any]:
+    pack = served.pack
+    return {
+        "path": display_name(rel), "artifact": pack.artifact, "action": pack.action, "intent": pack.intent,
+        "anchors": [e.anchor for e in pack.evidence], "exposed": served.exposed_chars,
+        "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
+        "episode": pack.episode, "fingerprint": pack.fingerprint,
+    }
