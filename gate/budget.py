@@ -1,12 +1,19 @@
 """Budget accounting for one reading episode.
 
-Invariants (Proposition 4.1 of the paper):
+Exposure is what the agent reads: every character of every pack, header,
+coverage and next steps included, not only the passages. A full-view pack is
+the full view (L) plus a few lines of its own; ``reserve`` holds back that many
+characters of the sparse budget so the bound still counts them.
 
-* ``sparse_exposed`` (E) never exceeds ``full_view_chars`` (L): a batch is
-  admitted only when its *serialized* size fits in ``L - E``;
-* a batch that does not fit intact is withheld, never truncated, and the full
-  view is delivered instead, at most once; the episode then closes;
-* so total exposure E + (L if the full view was delivered) is at most 2L.
+Invariants (Proposition 4.1 of the paper, for whole packs):
+
+* ``sparse_exposed`` (E, the sparse packs' whole size) never exceeds
+  ``L - reserve``: a pack is admitted only when its *serialized* size fits in
+  what remains;
+* a pack that does not fit intact is withheld, never truncated, and the full
+  view is delivered instead, at most once, in a pack of at most
+  ``L + reserve`` characters; the episode then closes;
+* so total exposure E + (the full-view pack, if delivered) is at most 2L.
 
 All functions are pure: they take a :class:`Budget` and return a new one.
 """
@@ -33,10 +40,13 @@ class GateConfig:
     """Tunable thresholds; the defaults are the product's."""
 
     native_fit_chars: int = 4_000
+    pack_share: float = 0.4  # a pack must be at most this share of L to be worth its protocol
 
     def __post_init__(self) -> None:
         if self.native_fit_chars < 0:
             raise ValueError("native_fit_chars must be >= 0")
+        if not 0 < self.pack_share <= 1:
+            raise ValueError("pack_share must be in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -47,15 +57,24 @@ class Budget:
     sparse_exposed: int = 0
     full_view_delivered: bool = False
     closed: bool = False
+    reserve: int = 0  # the most a full-view pack adds to L (its own lines); at most L
+    full_view_pack_chars: int = 0  # the whole full-view pack, once delivered
 
     def __post_init__(self) -> None:
-        if self.full_view_chars < 0 or self.sparse_exposed < 0:
+        if min(self.full_view_chars, self.sparse_exposed, self.reserve, self.full_view_pack_chars) < 0:
             raise ValueError("budget sizes must be >= 0")
+        if self.reserve > self.full_view_chars:
+            raise ValueError("the reserve for a full-view pack's own lines cannot exceed L")
 
     @property
     def remaining(self) -> int:
-        """Characters of sparse payload the episode may still admit."""
-        return max(0, self.full_view_chars - self.sparse_exposed)
+        """Characters of sparse packs the episode may still admit."""
+        return max(0, self.full_view_chars - self.reserve - self.sparse_exposed)
+
+    @property
+    def full_pack_limit(self) -> int:
+        """The largest full-view pack the bound allows: L plus the reserve."""
+        return self.full_view_chars + self.reserve
 
 
 @dataclass(frozen=True)
@@ -67,15 +86,18 @@ class Admission:
     delivered_chars: int
 
 
-def choose_mode(full_view_chars: int, config: GateConfig, needs_full_view: bool = False) -> Decision:
-    """Native fit when the full view is small or explicitly needed, else sparse."""
-    if needs_full_view or full_view_chars <= config.native_fit_chars:
-        return Decision.NATIVE_FIT
-    return Decision.SPARSE
+def choose_mode(
+    full_view_chars: int, config: GateConfig, needs_full_view: bool = False, pack_chars: int = 0
+) -> Decision:
+    """Native fit when the full view is small, explicitly needed, or not clearly dearer than the pack
+    asked for (``pack_chars`` over ``pack_share`` of L), else sparse."""
+    small = full_view_chars <= config.native_fit_chars or pack_chars > config.pack_share * full_view_chars
+    return Decision.NATIVE_FIT if needs_full_view or small else Decision.SPARSE
 
 
-def admit_batch(budget: Budget, payload_chars: int) -> Admission:
-    """Admit a serialized batch if it fits intact in L - E; else fall back."""
+def admit_batch(budget: Budget, payload_chars: int, full_pack_chars: int | None = None) -> Admission:
+    """Admit a serialized pack if it fits intact in what remains; else fall back to the full view
+    (``full_pack_chars``: the size of that full-view pack, L when not given)."""
     if payload_chars < 0:
         raise ValueError("payload size must be >= 0")
     if budget.closed:
@@ -83,18 +105,21 @@ def admit_batch(budget: Budget, payload_chars: int) -> Admission:
     if payload_chars <= budget.remaining:
         after = replace(budget, sparse_exposed=budget.sparse_exposed + payload_chars)
         return Admission(Decision.ADMIT, after, payload_chars)
-    return deliver_full_view(budget)
+    return deliver_full_view(budget, full_pack_chars)
 
 
-def deliver_full_view(budget: Budget) -> Admission:
-    """Deliver the full view once and close; a repeat delivers nothing new."""
+def deliver_full_view(budget: Budget, pack_chars: int | None = None) -> Admission:
+    """Deliver the full view once, in a pack of ``pack_chars`` (L when not given), and close; a repeat
+    delivers nothing new. A pack larger than L + reserve would break the bound: ValueError."""
     if budget.full_view_delivered:
         return Admission(Decision.REUSE_FULL_VIEW, replace(budget, closed=True), 0)
-    after = replace(budget, full_view_delivered=True, closed=True)
-    return Admission(Decision.FALLBACK, after, budget.full_view_chars)
+    size = budget.full_view_chars if pack_chars is None else pack_chars
+    if not budget.full_view_chars <= size <= budget.full_pack_limit:
+        raise ValueError(f"a full-view pack of {size} chars is outside [L, L + reserve]")
+    after = replace(budget, full_view_delivered=True, closed=True, full_view_pack_chars=size)
+    return Admission(Decision.FALLBACK, after, size)
 
 
 def total_exposure(budget: Budget) -> int:
-    """Sparse payload plus the full view if it was delivered (<= 2L)."""
-    full = budget.full_view_chars if budget.full_view_delivered else 0
-    return budget.sparse_exposed + full
+    """Sparse packs plus the full-view pack if it was delivered (<= 2L)."""
+    return budget.sparse_exposed + (budget.full_view_pack_chars if budget.full_view_delivered else 0)

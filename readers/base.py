@@ -130,12 +130,15 @@ class EvidenceItem:
 
 @dataclass(frozen=True)
 class SlotCoverage:
-    """Whether a slot has matching evidence. Never claims an answer."""
+    """Whether a slot has evidence, never an answer: ``matched`` (very likely among ``anchors``, a calibrated
+    promise), ``candidate`` (the best passages found, not promised) or ``unresolved``."""
 
     slot: str
-    status: Literal["matched", "unresolved"]
+    status: Literal["matched", "candidate", "unresolved"]
     anchors: tuple[str, ...] = ()
     candidates: tuple[str, ...] = ()
+    confidence: float | None = None  # the calibrated probability the evidence is among ``anchors``
+    signals: tuple[float, ...] = ()  # what it was computed from (readers.retrieval.confidence.Signals)
 
 
 @dataclass(frozen=True)

@@ -357,17 +357,20 @@ def _shifted(view: MemberView, item: EvidenceItem) -> EvidenceItem:
 def _merged_coverage(
     slot: str, j: int, coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]], kept: set[str]
 ) -> SlotCoverage:
-    """Matched by the passages sent; a member's match the budget left out is a candidate to focus."""
+    """The best state a member earned with passages that were sent (matched, else candidate); a member's
+    passage the budget left out is a candidate to focus on."""
     anchors: list[str] = []
     candidates: list[str] = []
+    promised = False
     for view, coverage in coverages:
         if j < len(coverage):
             for anchor in coverage[j].anchors:
                 label = f"{view.rel}:{anchor}"
                 (anchors if label in kept else candidates).append(label)
-            candidates += [f"{view.rel}:{c}" for c in coverage[j].candidates]
+                promised |= label in kept and coverage[j].status == "matched"
+            candidates += [f"{view.rel}:{c}" for c in coverage[j].candidates if f"{view.rel}:{c}" not in kept]
     if anchors:
-        return SlotCoverage(slot, "matched", tuple(anchors))
+        return SlotCoverage(slot, "matched" if promised else "candidate", tuple(anchors))
     return SlotCoverage(slot, "unresolved", candidates=tuple(candidates[:3]))
 
 

@@ -14,8 +14,6 @@ a hint; parsing is linear in the size (see ``readers.retrieval.segment``).
 from __future__ import annotations
 
 import codecs
-import difflib
-import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -26,7 +24,6 @@ from readers.base import (
     Anchor,
     ArtifactSource,
     ArtifactTooLarge,
-    BadAnchor,
     Batch,
     CostProfile,
     EvidenceItem,
@@ -37,6 +34,7 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
+from readers.kit.anchors import anchor_span, segmentation_of
 from readers.retrieval.bm25index import (
     Offsets,
     Scores,
@@ -45,14 +43,17 @@ from readers.retrieval.bm25index import (
     blocked_mask,
     content_tokens,
 )
+from readers.retrieval.confidence import judge, signals
 from readers.retrieval.methods import METHODS, choose_units, rank_units
-from readers.retrieval.segment import MAX_HEADINGS, Heading, Positions, Segmentation, bisect, segment, strip_span
+from readers.retrieval.segment import Heading, Positions, Segmentation, bisect, segment, strip_span
 
 _MARKDOWN = frozenset({".md", ".markdown"})
 _CODE = frozenset({".py", ".js", ".ts", ".c", ".h", ".go", ".rs", ".java", ".sh", ".css"})
 _CONFIG = frozenset({".yaml", ".yml", ".toml", ".ini", ".cfg"})
 _DATA = frozenset({".csv", ".json", ".jsonl", ".xml", ".html"})
-_LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
+LONG_LINE_SLACK = 600
+"""A passage whose lines hold this many more characters than it (and twice its length) is anchored by
+characters, ``c1201-1650``: a line anchor there would hand a focus the whole long line."""
 TOO_LARGE_HINT = "too large to index; read parts with @raw (head -c, tail -c) or search it with grep"
 _METHOD = "bm25+neighbours"
 
@@ -151,7 +152,7 @@ class TextReader(Reader):
     # -- focus -----------------------------------------------------------------
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
-        start, end = _anchor_span(parsed, anchor, "@focus=")
+        start, end = anchor_span(parsed, anchor, "@focus=")
         item = _item(parsed, start, end, score=0.0, slots=())
         lines = (item.anchor.line_end or 0) - (item.anchor.line_start or 0) + 1
         scope = Scope(lines, "lines", "focus", end - start)
@@ -222,10 +223,6 @@ def mostly_utf8(head: bytes) -> bool:
     return True
 
 
-def segmentation_of(parsed: Parsed) -> Segmentation:
-    seg = parsed.data["segmentation"]
-    assert isinstance(seg, Segmentation)
-    return seg
 
 
 def unit_index_of(parsed: Parsed) -> UnitIndex:
@@ -265,7 +262,7 @@ def scoped_view(parsed: Parsed, spec: str | None) -> ScopedView:
     unit = _unit_word(parsed)
     if spec is None:
         return ScopedView(starts, ends, 0, Scope(len(starts), unit, _METHOD, len(parsed.full_view)))
-    lo, hi = _anchor_span(parsed, spec, "&scope=")
+    lo, hi = anchor_span(parsed, spec, "&scope=")
     first = int(np.searchsorted(ends, lo, side="right"))
     last = int(np.searchsorted(starts, hi, side="left"))
     starts, ends = starts[first:last].copy(), ends[first:last].copy()
@@ -310,8 +307,17 @@ def _anchor(parsed: Parsed, start: int, end: int) -> Anchor:
     first = line_of(seg, start)
     last = line_of(seg, max(start, end - 1))
     label = f"L{first}" if first == last else f"L{first}-{last}"
+    if _lines_chars(parsed, seg, first, last) > max(2 * (end - start), end - start + LONG_LINE_SLACK):
+        label = f"c{start + 1}-{end}"
     heading = _heading_above(seg.headings, first)
     return Anchor(label, start, end, first, last, heading.title if heading else None)
+
+
+def _lines_chars(parsed: Parsed, seg: Segmentation, first: int, last: int) -> int:
+    """Characters of lines first..last (1-based), newlines included."""
+    starts = seg.line_starts
+    end = int(starts[last]) if last < len(starts) else len(parsed.full_view)
+    return end - int(starts[first - 1])
 
 
 def line_of(seg: Segmentation, offset: int) -> int:
@@ -335,12 +341,14 @@ def slot_coverage(
     items: Sequence[EvidenceItem],
     verbatim: bool = False,
 ) -> SlotCoverage:
-    """matched when the slot's best passage scores > 0 and shares a content word (``verbatim``:
-    the score already says it holds one of the slot's words or numbers as written)."""
+    """The slot's passages judged by the calibrated coverage model (``readers.retrieval.confidence``):
+    matched, candidate, or unresolved with the closest units. A passage counts as the slot's when it
+    scores > 0 and shares a content word (``verbatim``: the score already says it holds one as written)."""
     mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if mine and mine[0].score > 0 and (verbatim or content & content_tokens(mine[0].text)):
-        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
-    return SlotCoverage(slot, "unresolved", candidates=_closest(parsed, view, scores))
+    if not (mine and mine[0].score > 0 and (verbatim or content & content_tokens(mine[0].text))):
+        mine = []
+    sig = signals(unit_index_of(parsed), slot, scores, [it.text for it in mine])
+    return judge(slot, sig, [it.anchor.label for it in mine], _closest(parsed, view, scores), verbatim)
 
 
 def _closest(parsed: Parsed, view: ScopedView, scores: Scores | None, n: int = 3) -> tuple[str, ...]:
@@ -354,78 +362,6 @@ def _closest(parsed: Parsed, view: ScopedView, scores: Scores | None, n: int = 3
         if scores[u] > 0 and label not in labels:
             labels.append(label)
     return tuple(labels[:n])
-
-
-# -- focus helpers ---------------------------------------------------------------
-
-
-def _anchor_span(parsed: Parsed, anchor: str, how: str) -> tuple[int, int]:
-    """[start, end) of ``L10-400`` or ``#Heading`` (hints say ``how`` to ask, e.g. '@focus=')."""
-    spec = anchor.strip()
-    if spec.startswith("#"):
-        return _heading_span(parsed, spec.lstrip("#").strip(), how)
-    return line_span(parsed, spec, how)
-
-
-def line_span(parsed: Parsed, spec: str, how: str) -> tuple[int, int]:
-    """[start, end) of lines a..b (end excludes the last line's newline)."""
-    starts = segmentation_of(parsed).line_starts
-    n = len(starts)
-    hint = f"file has {n} lines; try {how}L1-{n}" if n else "the file is empty; read it with @full"
-    what = "scope" if how.startswith("&") else "anchor"
-    match = _LINE_ANCHOR.fullmatch(spec)
-    if not match:
-        raise BadAnchor(f"unknown {what} {spec!r} for a text file", hint=hint)
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) else first
-    if not 1 <= first <= last <= n:
-        raise BadAnchor(f"line range {spec!r} is outside lines 1-{n}", hint=hint)
-    text = parsed.full_view
-    end = int(starts[last]) - 1 if last < n else len(text)
-    if last == n and text.endswith("\n"):
-        end -= 1
-    start = int(starts[first - 1])
-    if end > start and text[end - 1] == "\r":  # CRLF: the anchor ends with the line's text
-        end -= 1
-    return start, end
-
-
-def _heading_span(parsed: Parsed, title: str, how: str) -> tuple[int, int]:
-    """The section under a heading: to the next heading of the same or higher level."""
-    headings = segmentation_of(parsed).headings
-    found = _find_heading(headings, title)
-    if found is None:
-        raise BadAnchor(f"no heading matches {title!r}", hint=_heading_hint(parsed, title, how))
-    at = headings.index(found)
-    nxt = next((h for h in headings[at + 1 :] if h.level <= found.level), None)
-    end = nxt.char_start if nxt else len(parsed.full_view)
-    text = parsed.full_view
-    while end > found.char_start and text[end - 1].isspace():
-        end -= 1
-    return found.char_start, end
-
-
-def _find_heading(headings: Sequence[Heading], title: str) -> Heading | None:
-    wanted = title.casefold()
-    if not wanted:
-        return None
-    exact = [h for h in headings if h.title.casefold() == wanted]
-    prefix = [h for h in headings if h.title.casefold().startswith(wanted)]
-    matches = exact or prefix
-    return matches[0] if matches else None
-
-
-def _heading_hint(parsed: Parsed, title: str, how: str) -> str:
-    seg = segmentation_of(parsed)
-    titles = [h.title for h in seg.headings]
-    n = len(seg.line_starts)
-    if not titles:
-        return f"this file has no markdown headings; it has {n} lines, try {how}L1-{n}"
-    close = difflib.get_close_matches(title, titles, n=3, cutoff=0.0)
-    hint = "closest headings: " + ", ".join(f"#{t}" for t in close)
-    if seg.headings_dropped:
-        hint += f" (past {MAX_HEADINGS:,} headings the deepest levels are not indexed; try {how}L1-{n})"
-    return hint
 
 
 # -- preview helpers -------------------------------------------------------------

@@ -136,10 +136,11 @@ def _evidence(rng: random.Random, mnt: Path, mine: Path, written: bytearray, not
     path = mnt / f"{base}@{suffix}"
     note(f"evidence read {path.name}")
     data = path.read_bytes()
-    if not data.startswith(b"# EvidencePack") or b"\n## Error\n" in data:
+    head = data.split(b"\n", 1)[0]
+    if not head.startswith(f"{base}@".encode()) or b": error: " in head:
         if b"no open episode" in data or b"needs an open episode" in data:
             return ""  # a refine with nothing to refine is the agent's mistake, answered as such
-        return f"{path.name}: {data[data.find(b'## Error') :][:240]!r}"
+        return f"{path.name}: {data[:240]!r}"
     return ""
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,14 @@ DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
 BACKENDS = ("kernel", "mfusepy")
 KERNEL_BLOCKER = kernel_backend_blocker()
 HANG_GUARD_S = 120.0  # no single mount test comes close; past this the daemon is hung
+_PACK_HEAD = re.compile(rb"^[^\n]*@[^\n]*( [0-9a-f]{8} \xc2\xb7 |: error: )")
+
+
+def is_pack(data: bytes | str) -> bool:
+    """Whether ``data`` opens like a compact EvidencePack: ``name@action [episode] fingerprint · ...``, or
+    ``name@...: error: ...`` (sparsefs.protocol.pack_text)."""
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    return bool(_PACK_HEAD.match(raw))
 
 
 def _check_clean(mount: mountutil.Mount) -> None:

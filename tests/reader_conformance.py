@@ -164,8 +164,8 @@ class ReaderConformance:
             coverage = self.locate(sample, parsed, 1500).coverage
             assert [c.slot for c in coverage] == list(slots)
             for c in coverage:
-                assert c.status in ("matched", "unresolved")
-                assert (c.status == "matched") == bool(c.anchors)
+                assert c.status in ("matched", "candidate", "unresolved")
+                assert (c.status in ("matched", "candidate")) == bool(c.anchors)
 
     def test_excluded_spans_are_never_returned(self) -> None:
         for sample, parsed in self.parsed_samples():

@@ -51,7 +51,7 @@ def test_ask_serves_a_pack_and_an_episode_survives_the_next_workspace(ws: Worksp
 def test_the_same_name_reads_the_same_frozen_bytes(ws: Workspace) -> None:
     name = "annual-report.md@intent=headcount at year end"
     assert ws.read(name).content == ws.read(name).content
-    assert ws.read("annual-report.md@bogus=1").text.startswith("# EvidencePack")  # an error pack, not a crash
+    assert ws.read("annual-report.md@bogus=1").text.startswith("annual-report.md@bogus=1: error: ")  # not a crash
 
 
 def test_raw_preview_and_plain_reads_are_faithful(ws: Workspace, workspace: Path) -> None:
@@ -73,7 +73,7 @@ def test_nothing_outside_the_root_is_reachable(ws: Workspace, workspace: Path, t
     with pytest.raises(OSError):
         ws.read("../secret.txt@raw")
     pack = ws.read("link.txt@intent=outside").text
-    assert "· error" in pack.splitlines()[0] and "TOP-SECRET" not in pack
+    assert ": error: " in pack.splitlines()[0] and "TOP-SECRET" not in pack
 
 
 def test_a_with_block_holds_the_state_lock(ws: Workspace, tmp_path: Path) -> None:

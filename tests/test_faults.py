@@ -217,7 +217,7 @@ def test_faulty_readers_get_error_packs_and_the_mount_carries_on(faulty_mount: M
     }
     for kind, message in expected.items():
         out, seconds = _read_pack(mnt / f"bad.{kind}@intent=anything")
-        assert b"## Error" in out and message in out, (kind, out[:500])
+        assert b": error: " in out and message in out, (kind, out[:500])
         assert seconds < PARSE_BOUND_S + 5, (kind, seconds)
     again, seconds = _read_pack(mnt / "bad.hang@scout")
     assert b"3 s bound" in again and seconds < FAST_S  # not parsed again
@@ -305,7 +305,7 @@ def test_sigkill_mid_write_loses_nothing_fsynced_and_a_remount_recovers(
     state = tmp_path / "state"
     crashed = mountutil.start(workspace, mnt, state, backend=backend)
     try:
-        assert b"## Error" not in (mnt / "notes.txt@intent=harbor route").read_bytes()  # an episode to keep
+        assert b": error: " not in (mnt / "notes.txt@intent=harbor route").read_bytes()  # an episode to keep
         writer = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(mnt / "log.txt"), str(mnt / "save.tmp"), str(mnt / "saved.txt")],
             stdout=subprocess.PIPE,
@@ -341,7 +341,7 @@ def _remount_same_state(workspace: Path, mnt: Path, state: Path, backend: str) -
         assert "stale SparseFS mount" in again.stderr() and "unmounting it first" in again.stderr()
         assert (mnt / "log.txt").read_bytes() == (workspace / "log.txt").read_bytes()
         pack = (mnt / "notes.txt@intent=harbor route").read_bytes()
-        assert b"## Error" not in pack and b"harbor" in pack.lower()
+        assert b": error: " not in pack and b"harbor" in pack.lower()
         episodes = os.listdir(mnt / ".sparsefs" / "episodes")
         assert episodes, "the episode of the killed daemon was lost"
     finally:

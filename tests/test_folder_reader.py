@@ -110,7 +110,7 @@ def test_intent_reads_the_right_files_with_member_anchors() -> None:
     batch = reader.locate(parsed, ReadIntent("TLS certificate renewal", ("TLS certificate renewal",)), 800)
     assert batch.items[0].anchor.label.startswith("notes/todo.txt:")
     assert "TLS certificate" in batch.items[0].text
-    assert batch.coverage[0].status == "matched"
+    assert batch.coverage[0].status in ("matched", "candidate")
     focus = reader.focus(parsed, batch.items[0].anchor.label)
     assert "TLS certificate" in focus.items[0].text
     scoped = reader.locate(parsed, ReadIntent("launch", ("launch",), scope="*.py"), 800)
@@ -137,8 +137,9 @@ def test_the_budget_goes_to_the_best_file_and_a_match_left_out_is_a_candidate() 
     slots = ("vaccine trial patients", "weather and roads")  # one file each; the budget holds one passage
     tight = reader.locate(parsed, ReadIntent("; ".join(slots), slots), 75)
     labels = {item.anchor.label for item in tight.items}
-    statuses = sorted(cov.status for cov in tight.coverage)
-    assert statuses == ["matched", "unresolved"], [(c.status, c.anchors) for c in tight.coverage]
+    # the one passage sent (the weak file's single 'trial') holds one of three words: no promise for slot 1
+    assert [cov.status for cov in tight.coverage] == ["unresolved", "unresolved"], tight.coverage
+    assert any(c.startswith("a-strong.txt:") for c in tight.coverage[0].candidates)
     for cov in tight.coverage:
         assert set(cov.anchors) <= labels  # matched only by what was sent
         if cov.status == "unresolved":  # the other file's match, left out by the budget: a candidate
@@ -335,9 +336,8 @@ def test_members_past_the_bound_are_flagged_and_named_in_focus_errors(monkeypatc
 
 def test_next_steps_of_a_folder_pack_resolve_as_written(core: Core) -> None:
     pack = _pack(core, "/docs@intent=TLS certificate&format=json")
-    focus = next(step for step in pack.next_steps if "@focus=" in step)
-    path = focus.split("'")[1] if "'" in focus else focus.split()[1]
-    assert "/" not in path.split("@", 1)[1]  # a member path inside a name is written %2F
-    again = _pack(core, "/" + path + "&format=json")
+    focus = next(step for step in pack.next_steps if step.startswith("@focus="))  # appended to the path read
+    assert "/" not in focus  # a member path inside a name is written %2F
+    again = _pack(core, "/docs" + focus + "&format=json")
     assert again.decision in ("sparse", "fallback", "native-fit") and "TLS" in (
         " ".join(e.text for e in again.evidence) + (again.full_view or ""))

@@ -97,3 +97,44 @@ def test_negative_sizes_are_rejected() -> None:
         Budget(-1)
     with pytest.raises(ValueError):
         GateConfig(native_fit_chars=-5)
+
+
+@settings(max_examples=5_000, deadline=None, database=None)
+@given(
+    full_view_chars=st.integers(min_value=0, max_value=200_000),
+    reserve_share=st.floats(min_value=0.0, max_value=1.0),
+    full_share=st.floats(min_value=0.0, max_value=1.0),
+    ops=ops_strategy,
+)
+def test_whole_packs_with_their_own_lines_stay_within_twice_the_full_view(
+    full_view_chars: int, reserve_share: float, full_share: float, ops: list[Op]
+) -> None:
+    """Exposure counts whole packs: a full-view pack is L plus up to ``reserve`` chars of its own lines."""
+    reserve = int(full_view_chars * reserve_share)
+    full_pack = full_view_chars + int(reserve * full_share)
+    budget, delivered = Budget(full_view_chars, reserve=reserve), 0
+    for kind, size in ops:
+        if budget.closed:
+            break
+        verdict = deliver_full_view(budget, full_pack) if kind == "full" else admit_batch(budget, size, full_pack)
+        delivered += verdict.delivered_chars
+        budget = verdict.budget
+        assert budget.sparse_exposed <= full_view_chars - reserve
+    assert delivered == total_exposure(budget) <= 2 * full_view_chars
+
+
+def test_a_full_view_pack_outside_l_and_its_reserve_is_refused() -> None:
+    with pytest.raises(ValueError):
+        deliver_full_view(Budget(1000, reserve=50), 1051)
+    with pytest.raises(ValueError):
+        deliver_full_view(Budget(1000, reserve=50), 999)
+    with pytest.raises(ValueError):
+        Budget(10, reserve=11)
+    assert deliver_full_view(Budget(1000, reserve=50), 1050).delivered_chars == 1050
+
+
+def test_the_reserve_comes_out_of_the_sparse_budget() -> None:
+    budget = Budget(1000, reserve=100)
+    assert budget.remaining == 900
+    assert admit_batch(budget, 900).decision is Decision.ADMIT
+    assert admit_batch(budget, 901, 1080).decision is Decision.FALLBACK

@@ -17,7 +17,7 @@ from sparsefs.app.reading import plan_read
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.source.rootfs import SourceRoot
 from tests import mountutil
-from tests.conftest import DATA
+from tests.conftest import DATA, is_pack
 
 PDF = "pdf/filings/BOEING_2022_10K.pdf"
 
@@ -37,7 +37,7 @@ def test_index_shared_data_then_an_intent_read_is_warm(tmp_path: Path) -> None:
     assert plan.local is not None
     try:
         pack = plan.local.read(f"{PDF}@intent=commercial airplane deliveries 2022").decode()
-        assert pack.startswith("# EvidencePack") and "· error" not in pack.splitlines()[0]
+        assert is_pack(pack) and ": error: " not in pack.splitlines()[0]
         assert plan.local.core.artifacts.parses == 0 and plan.local.core.artifacts.disk_loads == 1
     finally:
         plan.local.close()

@@ -99,7 +99,7 @@ def test_every_method_honours_exclude_and_covers_each_slot(parsed: Parsed, metho
     first = locate(parsed, method, "tides and posts", slots=slots)
     assert [c.slot for c in first.coverage] == list(slots)
     assert first.coverage[2].status == "unresolved"
-    assert first.coverage[0].status == "matched"
+    assert first.coverage[0].status in ("matched", "candidate")
     again = locate(parsed, method, "tides and posts", slots=slots, exclude=tuple(spans(first)))
     assert [c.slot for c in again.coverage] == list(slots)
     for s, e in spans(again):
@@ -109,7 +109,7 @@ def test_every_method_honours_exclude_and_covers_each_slot(parsed: Parsed, metho
 def test_lexical_finds_a_verbatim_number_written_without_its_comma(parsed: Parsed) -> None:
     lexical = locate(parsed, "lexical", "how many were 1234?", 200)
     assert lexical.items and NUMBER_SENTENCE in lexical.items[0].text
-    assert lexical.coverage[0].status == "matched"
+    assert lexical.coverage[0].status in ("matched", "candidate")
     assert not any("1,234" in item.text for item in locate(parsed, "bm25", "how many were 1234?", 200).items)
 
 

@@ -62,11 +62,11 @@ def test_pack_follows_an_outside_change_in_mirror_mode(mirror: Mount) -> None:
 def test_error_packs_keep_the_mount_alive(mirror: Mount) -> None:
     mnt = mirror.mountpoint
     assert "unknown action" in (mnt / "annual-report.md@bogus").read_text().lower()
-    assert "Error" in (mnt / "annual-report.md@focus=L99999").read_text()
+    assert ": error: " in (mnt / "annual-report.md@focus=L99999").read_text()
     result = subprocess.run(["cat", str(mnt / "nope.md@intent=x")], capture_output=True, text=True, timeout=10)
     assert result.returncode != 0 and "No such file" in result.stderr
     fits = "robots " * 140  # ~1,000 bytes: a few sentences fit in one component
-    assert "## Evidence" in (mnt / f"annual-report.md@intent={fits}").read_text()
+    assert "\n[L" in (mnt / f"annual-report.md@intent={fits}").read_text()  # an anchored passage
     result = subprocess.run(["cat", f"{mnt}/annual-report.md@intent={'x' * 1500}"], capture_output=True,
                             text=True, timeout=10)
     assert "too long" in result.stderr.lower()

@@ -158,7 +158,7 @@ def test_guarded_cat_gets_the_card_then_the_bytes_and_cp_outside_is_faithful(
     assert second == original
     for name, data in kept.items():
         assert data == (source / name).read_bytes(), name
-    assert int(grep) > 0 and scout.decode().startswith("# EvidencePack · docs/filing-copy.txt")
+    assert int(grep) > 0 and scout.decode().startswith("docs/filing-copy.txt@scout")
     assert _is_card(pdf) and b"252 pages" in pdf and pdf_took < 2.0, pdf_took
     assert pdf_again == FILING.read_bytes()
     assert report["guard_cards"] == 2 and report["guard_insisted_reads"] == 2 and report["guard_fail_open"] == 0

@@ -89,8 +89,8 @@ class TestPdfConformance(ReaderConformance):
         pages = _view_pages(parsed.full_view)
         with pymupdf.open(stream=sample.data, filetype="pdf") as doc:
             assert len(pages) == doc.page_count
-            for number, text in enumerate(pages, 1):
-                assert _words(text) == _words(doc[number - 1].get_text("text")), number
+            for number, text in enumerate(pages, 1):  # the same words; a table's cells regrouped into rows
+                assert sorted(_words(text)) == sorted(_words(doc[number - 1].get_text("text"))), number
 
 
 # -- the 3M 10-K (252 pages), parsed once ----------------------------------------------
@@ -154,15 +154,15 @@ def test_every_location_method_stays_on_its_page(mmm: Parsed, method: str) -> No
 def test_page_focus_matches_pymupdf(mmm: Parsed) -> None:
     reader, data = PdfReader(), _3M.read_bytes()
     one = reader.focus(mmm, "p12").items[0].text
-    assert one.startswith("--- p12 ---") and _words(one)[3:] == _page_words(data, 12)
+    assert one.startswith("--- p12 ---") and sorted(_words(one)[3:]) == sorted(_page_words(data, 12))
     three = reader.focus(mmm, "p12-14").items[0].text
     assert [int(m) for m in re.findall(r"^--- p(\d+) ---$", three, re.MULTILINE)] == [12, 13, 14]
-    assert _words(three)[-len(_page_words(data, 14)) :] == _page_words(data, 14)
+    assert sorted(_words(three.split("--- p14 ---")[1])) == sorted(_page_words(data, 14))
     lines = reader.focus(mmm, "p48:L3-7").items[0].text.split("\n")
-    with pymupdf.open(_3M) as doc:  # page lines: text blocks, a blank line between them
-        blocks = [b[4] for b in doc[47].get_text("blocks") if b[6] == 0]
-    page_lines = "\n\n".join("\n".join(x.strip() for x in b.split("\n") if x.strip()) for b in blocks).split("\n")
-    assert lines == page_lines[2:7] and "Consolidated Statement of Income" in lines
+    assert lines[:2] == ["3M Company and Subsidiaries", "Consolidated Statement of Income"]
+    statement = reader.focus(mmm, "p48").items[0].text.split("\n")  # a row keeps its label and its figures
+    assert "(Millions, except per share amounts)  2022  2021  2020" in statement
+    assert "Cost of sales  19,232  18,795  16,605" in statement
 
 
 def test_heading_focus_and_bad_anchors(mmm: Parsed) -> None:

@@ -1,4 +1,9 @@
-"""The 2L bound through the real protocol: random request sequences, measured on what packs deliver."""
+"""The 2L bound through the real protocol: random request sequences, measured on the whole served text.
+
+Exposure is what the agent reads: every character of a pack, its header, coverage and next steps
+included. Packs that admit or deliver the artifact (sparse, exact, native fit, full view, fallback)
+count against the episode's 2L; a pack about a closed episode (a refine pointing into the full view it
+already delivered) carries no artifact text and stays small."""
 
 from __future__ import annotations
 
@@ -10,9 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparsefs.artifacts.cache import ArtifactCache
-from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.access import Protocol, Served
 from sparsefs.protocol.grammar import VirtualRequest, split_slots
-from sparsefs.protocol.pack import EvidencePack, render_evidence
 from sparsefs.source.rootfs import SourceRoot
 from tests.conftest import DEMO
 
@@ -45,11 +49,16 @@ def protocol_factory(tmp_path_factory: pytest.TempPathFactory) -> object:
     return lambda: Protocol(cache)
 
 
-def delivered(pack: EvidencePack) -> int:
-    if pack.decision in ("sparse",):
-        return len(render_evidence(pack.evidence))
-    if pack.decision in ("native-fit", "full", "fallback"):
-        return len(pack.full_view or "")
+COUNTED = ("sparse", "exact", "native-fit", "full", "fallback")
+AFTER_CLOSE_MAX_CHARS = 1_000
+
+
+def delivered(served: Served) -> int:
+    """What the served text costs the episode; a pack about a closed episode must hold no artifact text."""
+    if served.pack.decision in COUNTED:
+        return served.exposed_chars
+    assert served.pack.full_view is None and not served.pack.evidence, served.text[:300]
+    assert served.exposed_chars <= AFTER_CLOSE_MAX_CHARS, served.text
     return 0
 
 
@@ -61,14 +70,15 @@ def test_no_episode_ever_delivers_more_than_2l(protocol_factory: object, request
     lengths: dict[str, int] = {}
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for request in requests:
-        pack = protocol.serve("annual-report.md", request).pack
+        served = protocol.serve("annual-report.md", request)
+        pack = served.pack
         if pack.episode is None:
             continue
-        totals[pack.episode] += delivered(pack)
+        totals[pack.episode] += delivered(served)
         lengths[pack.episode] = pack.exposure.full_view_chars
         assert pack.exposure.episode_exposed <= pack.exposure.full_view_chars
         if pack.decision == "sparse":
-            assert pack.exposure.pack_chars == len(render_evidence(pack.evidence))
+            assert pack.exposure.pack_chars == served.exposed_chars == len(served.text)
             new = [item.span for item in pack.evidence if item.span]
             if request.action == "refine":
                 assert not any(a < d and c < b for a, b in new for c, d in spans[pack.episode])

@@ -137,7 +137,8 @@ def test_collect_gives_every_slot_evidence_where_intent_may_not(mounted: Mounted
     collected = pack_json(mounted.core, f"/{REPORT}@collect={need}&budget=400")
     assert {j for item in collected.evidence for j in item.slots} == {0, 1, 2}
     for cov in collected.coverage:
-        assert cov.status == "matched" and set(cov.anchors) <= {item.anchor for item in collected.evidence}
+        shown = {item.anchor for item in collected.evidence}
+        assert cov.status in ("matched", "candidate") and set(cov.anchors) <= shown
 
 
 def test_verify_finds_supporting_and_contradicting_passages(mounted: Mounted) -> None:
@@ -151,7 +152,7 @@ def test_verify_finds_supporting_and_contradicting_passages(mounted: Mounted) ->
     assert true.coverage[0].status == "matched" and true.coverage[0].earlier
     assert not {i.anchor for i in true.evidence} & set(true.coverage[0].earlier)
     text = read_virtual(mounted.core, f"/{REPORT}@verify=R%26D expenses were $52.5 million").decode()
-    assert "supporting: " in text and "delivered earlier" in text
+    assert "supporting: " in text and "; earlier " in text
 
 
 def test_verify_cites_passages_the_episode_already_delivered(mounted: Mounted) -> None:
@@ -188,7 +189,7 @@ def test_fallback_closes_and_retires_earlier_observations(mounted: Mounted) -> N
     assert episode is not None and episode.retired and episode.closed
     within = pack_json(mounted.core, f"/{REPORT}@refine=headcount")  # the agent holds the full view
     assert within.decision == "reuse-full-view" and within.episode == first.episode
-    assert within.exposure.pack_chars == 0 and not within.evidence and within.full_view is None
+    assert within.exposure.artifact_chars == 0 and not within.evidence and within.full_view is None
     assert "full-view-delivered-earlier" in within.flags and within.coverage[0].earlier
     fresh = pack_json(mounted.core, f"/{REPORT}@intent=headcount")  # a new objective: a new episode
     assert fresh.episode != first.episode and fresh.decision == "sparse"
@@ -276,9 +277,8 @@ def test_concurrent_readers_never_lose_an_update_or_build_a_pack_twice(mounted: 
     assert not errors and len(served) == len(paths)  # each path built exactly once
     texts = [read_virtual(core, p).decode() for p in paths]  # frozen: the same bytes again
     shown: dict[str, list[int]] = {}  # which pack opened the episode depends on arrival order
-    for text in texts:
-        chars = int(_field(r"exposure: ([\d,]+) chars", text).replace(",", ""))
-        shown.setdefault(_field(r"episode: (e\d+)", text), []).append(chars)
+    for text in texts:  # E counts every character of each pack
+        shown.setdefault(_field(r"^\S+@\w+ (e\d+) ", text), []).append(len(text))
     for episode_id, sizes in shown.items():
         episode = core.protocol.episodes.get(episode_id)
         assert episode is not None and episode.budget.sparse_exposed == sum(sizes) and episode.reads == len(sizes)
@@ -335,7 +335,7 @@ def test_after_the_full_view_verify_also_points_into_it(mounted: Mounted) -> Non
     first = pack_json(mounted.core, f"/{REPORT}@full")
     checked = pack_json(mounted.core, f"/{REPORT}@verify=R%26D expenses were $48.2 million in 2023")
     assert checked.decision == "reuse-full-view" and checked.episode == first.episode
-    assert checked.exposure.pack_chars == 0 and checked.coverage[0].earlier
+    assert checked.exposure.artifact_chars == 0 and checked.coverage[0].earlier
 
 
 def test_a_remount_remembers_closed_episodes_and_folder_packs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

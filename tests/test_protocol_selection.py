@@ -46,7 +46,7 @@ def test_a_summary_request_gets_the_full_view_and_a_refine_points_into_it(root: 
     assert summary.decision == "full" and summary.full_view is not None
     assert summary.configuration is not None and "none/full-view" in summary.configuration
     refined = serve(protocol, "refine=supply chain risk")
-    assert refined.decision == "reuse-full-view" and refined.exposure.pack_chars == 0
+    assert refined.decision == "reuse-full-view" and refined.exposure.artifact_chars == 0
 
 
 def _table(method: str, successes: int) -> CalibrationTable:

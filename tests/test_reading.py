@@ -20,7 +20,7 @@ from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.app.reading import mount_above
 from sparsefs.store.state import StateDirBusy, StateLock
 from tests import mountutil
-from tests.conftest import HANG_GUARD_S
+from tests.conftest import HANG_GUARD_S, is_pack
 
 
 @pytest.fixture
@@ -75,8 +75,8 @@ def test_a_path_inside_a_mount_goes_through_it(mirror: mountutil.Mount) -> None:
 def test_cli_read_in_an_in_place_mount(in_place: mountutil.Mount) -> None:
     result = run_read("annual-report.md@intent=staff/headcount at year end", "-v", cwd=in_place.mountpoint)
     assert result.returncode == 0, result.stderr
-    assert b"served mount" in result.stderr and result.stdout.startswith(b"# EvidencePack")
-    assert b"intent: staff/headcount at year end" in result.stdout
+    assert b"served mount" in result.stderr and result.stdout.startswith(b"annual-report.md@intent e")
+    assert is_pack(result.stdout) and b"\n[L" in result.stdout  # the '/' in the intent took no path apart
     plain = run_read("annual-report.md", "--action", "raw", cwd=in_place.mountpoint)
     assert plain.stdout == (in_place.mountpoint / "annual-report.md").read_bytes()
 

@@ -473,7 +473,8 @@ def test_passages_are_exact_slices_with_right_lines(reader: TextReader, covid: d
             assert a.line_start == _line(parsed.full_view, a.char_start)
             assert a.line_end == _line(parsed.full_view, a.char_end - 1)
             single = a.line_start == a.line_end
-            assert a.label == (f"L{a.line_start}" if single else f"L{a.line_start}-{a.line_end}")
+            by_lines = f"L{a.line_start}" if single else f"L{a.line_start}-{a.line_end}"
+            assert a.label in (by_lines, f"c{a.char_start + 1}-{a.char_end}")  # characters inside long lines
         starts = [it.anchor.char_start for it in batch.items]
         ends = [it.anchor.char_end for it in batch.items]
         assert starts == sorted(starts)
@@ -556,9 +557,9 @@ def test_coverage_has_one_entry_per_slot(reader: TextReader, covid: dict[str, Pa
     batch = _ask(reader, covid[doc_id], intent)
     assert [c.slot for c in batch.coverage] == [s.strip() for s in intent.split(";")]
     first, nonsense, third = batch.coverage
-    assert first.status == "matched" and first.anchors
+    assert first.status in ("matched", "candidate") and first.anchors
     assert nonsense.status == "unresolved" and nonsense.anchors == () and nonsense.candidates == ()
-    assert third.status == "matched"
+    assert third.status in ("matched", "candidate")
     labels = {it.anchor.label for it in batch.items}
     assert set(first.anchors) <= labels and set(third.anchors) <= labels
     assert {j for it in batch.items for j in it.slots} == {0, 2}
@@ -588,7 +589,7 @@ def test_scope_and_heading_of_passages(reader: TextReader) -> None:
     assert batch.scope.chars_processed == len(MARKDOWN)
     assert batch.items[0].anchor.heading == "Requirements"
     assert "libfuse3" in batch.items[0].text
-    assert batch.coverage[0].status == "matched"
+    assert batch.coverage[0].status in ("matched", "candidate")
 
 
 def test_locate_finds_code_by_identifier(reader: TextReader) -> None:

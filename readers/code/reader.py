@@ -47,6 +47,7 @@ from readers.base import (
 from readers.code.heuristic import INTERPRETERS, LANGUAGES, language_of
 from readers.code.outline import preview_text
 from readers.code.symbols import Symbol, SymbolIndex, index_symbols
+from readers.kit.anchors import line_span, segmentation_of
 from readers.retrieval.bm25index import (
     Scores,
     UnitIndex,
@@ -162,7 +163,7 @@ class CodeReader(textreader.TextReader):
         return Batch((item,), scope, flags=flags + _index(parsed).flags)
 
     def preview(self, parsed: Parsed, max_chars: int) -> str:
-        seg = textreader.segmentation_of(parsed)
+        seg = segmentation_of(parsed)
         return preview_text(parsed.full_view, seg.line_starts, parsed.data["language"], _index(parsed), max_chars)
 
 
@@ -326,7 +327,7 @@ def _symbol_hint(symbols: Sequence[Symbol], name: str, how: str) -> str:
 
 
 def _symbol_span(parsed: Parsed, symbol: Symbol) -> tuple[int, int]:
-    seg = textreader.segmentation_of(parsed)
+    seg = segmentation_of(parsed)
     n = len(seg.line_starts)
     first, last = min(symbol.first, n), min(max(symbol.last, symbol.first), n)
-    return textreader.line_span(parsed, f"L{first}-{last}", "@focus=")
+    return line_span(parsed, f"L{first}-{last}", "@focus=")

@@ -34,6 +34,7 @@ from readers.base import (
     UnsupportedArtifact,
 )
 from readers.html.extract import Page, extract
+from readers.kit.anchors import segmentation_of
 from readers.retrieval.bm25index import UnitIndex
 from readers.retrieval.segment import segment
 
@@ -110,7 +111,7 @@ class HtmlReader(textreader.TextReader):
         if max_chars <= 0:
             return ""
         page: Page = parsed.data["page"]
-        seg = textreader.segmentation_of(parsed)
+        seg = segmentation_of(parsed)
         out = textreader.BoundedLines(max_chars)
         out.add(f'html page: "{page.title or "(no title)"}"'[: textreader.PREVIEW_LINE_CHARS])
         where = "marked main content" if page.used_main else "page body, link lists dropped"
@@ -129,7 +130,7 @@ class HtmlReader(textreader.TextReader):
 
 
 def _unit(parsed: Parsed) -> str:
-    return "line groups" if textreader.segmentation_of(parsed).coarse else "sentences"
+    return "line groups" if segmentation_of(parsed).coarse else "sentences"
 
 
 def looks_like_html(head: bytes) -> bool:

@@ -1,8 +1,9 @@
 """Text extraction for the PDF Reader: one pymupdf pass over the pages.
 
-The full view is the text of every page as mupdf emits it (its blocks in its
-order: no sorting, no images, one line per text line, a blank line between
-blocks), each page introduced by a marker line::
+The full view is the text of every page as mupdf lays it out (its blocks in
+its order, no images, a blank line between blocks; inside a block, the words
+on one baseline are one line, so a table's row keeps its label and values
+together: ``readers.pdf.rows``), each page introduced by a marker line::
 
     --- p1 ---
 
@@ -16,8 +17,8 @@ mapping become U+FFFD, so the view is plain text. The blank line between
 blocks (one character each) lets the segmenter see paragraphs and a
 statement's title apart from its figures, which BM25 ranks much better.
 
-One mupdf text page per page gives the blocks (``extractBLOCKS``: the same
-words as ``get_text("text")``) and, when the document has no outline, the
+One mupdf text page per page gives the words with their positions
+(``extractWORDS``: the same words as ``get_text("text")``) and, when the document has no outline, the
 dict of spans with their fonts (the text is not rebuilt from the dict:
 pymupdf 1.26's dict drops some paragraphs). Headings come from the document
 outline when it has one, else from lines set in a font noticeably larger
@@ -45,6 +46,7 @@ import pymupdf as _pymupdf
 
 from readers.base import ArtifactTooLarge, UnsupportedArtifact
 from readers.pdf.headings import FontLine, PdfHeading, font_headings, toc_headings
+from readers.pdf.rows import page_text
 
 pymupdf: Any = _pymupdf  # pymupdf's functions are untyped: keep mypy --strict quiet in one place
 
@@ -153,8 +155,8 @@ def _extract(doc: Any, started: float, max_seconds: float) -> Extracted:
     builder = _ViewBuilder()
     font_lines: list[FontLine] = []
     toc = _toc(doc)
-    for number, (blocks, page_dict) in enumerate(_pages(doc, started, max_seconds, fonts=not toc), 1):
-        text = _page_text(blocks)
+    for number, (words, page_dict) in enumerate(_pages(doc, started, max_seconds, fonts=not toc), 1):
+        text = _page_text(words)
         offset = builder.add_page(number, text)
         font_lines.extend(_font_lines(number, offset, text, page_dict))
         if len(builder) > MAX_CHARS:
@@ -174,8 +176,8 @@ def _extract(doc: Any, started: float, max_seconds: float) -> Extracted:
     )
 
 
-def _pages(doc: Any, started: float, max_seconds: float, fonts: bool) -> Iterator[tuple[list[str], dict[str, Any]]]:
-    """Each page's text blocks and, with ``fonts``, its dict (spans with fonts), from one mupdf text page."""
+def _pages(doc: Any, started: float, max_seconds: float, fonts: bool) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+    """Each page's words and, with ``fonts``, its dict (spans with fonts), from one mupdf text page."""
     count = doc.page_count
     for index in range(count):
         if time.monotonic() - started > max_seconds:
@@ -185,8 +187,8 @@ def _pages(doc: Any, started: float, max_seconds: float, fonts: bool) -> Iterato
             )
         try:
             textpage = doc.load_page(index).get_textpage(flags=TEXT_FLAGS)
-            blocks = [str(b[4]) for b in textpage.extractBLOCKS() if b[6] == 0]
-            result: tuple[list[str], dict[str, Any]] = (blocks, textpage.extractDICT() if fonts else {})
+            words = list(textpage.extractWORDS())
+            result: tuple[list[Any], dict[str, Any]] = (words, textpage.extractDICT() if fonts else {})
         except MUPDF_ERRORS as exc:
             message = f"page {index + 1} of the PDF is damaged ({_short(exc)})"
             raise UnsupportedArtifact(message, hint=_RAW_HINT) from None
@@ -198,9 +200,9 @@ def _focus_hint(page: int, count: int) -> str:
     return f"the PDF is too big to index whole; read pages with @raw (e.g. pdftotext -f {page} -l {last} file.pdf -)"
 
 
-def _page_text(blocks: list[str]) -> str:
-    """Blocks separated by a blank line, each line stripped, blank lines and control characters gone."""
-    cleaned = (_block_text(_CONTROL.sub("\ufffd", block)) for block in blocks)
+def _page_text(words: list[Any]) -> str:
+    """Blocks separated by a blank line, rows one line each, blank lines and control characters gone."""
+    cleaned = (_block_text(_CONTROL.sub("\ufffd", block)) for block in page_text(words).split("\n\n"))
     return "\n\n".join(b for b in cleaned if b)
 
 

@@ -19,7 +19,7 @@ table comes back as TSV, an exact result with an empty span labelled
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
@@ -42,6 +42,7 @@ from readers.base import (
 from readers.pdf.anchors import TABLE, PageMap, resolve
 from readers.pdf.extract import MAX_SECONDS, extract
 from readers.pdf.preview import page_ranges, preview
+from readers.pdf.statements import asked_kinds, boosted, statement_pages
 from readers.pdf.tables import page_tables, wants_tables
 from readers.retrieval.bm25index import (
     Mask,
@@ -51,7 +52,8 @@ from readers.retrieval.bm25index import (
     blocked_mask,
     content_tokens,
 )
-from readers.retrieval.methods import METHODS, choose_units, rank_units
+from readers.retrieval.confidence import judge, signals
+from readers.retrieval.methods import METHODS, Ranking, choose_units, rank_units
 from readers.retrieval.segment import segment, strip_span
 
 TABLE_PAGES = 3
@@ -119,6 +121,8 @@ class PdfReader(Reader):
                 "unit_starts": starts,
                 "unit_ends": ends,
                 "markers": np.isin(starts, marker_starts),
+                "statements": statement_pages([ex.view[s:e] for s, e in zip(ex.text_starts, ex.text_ends,
+                                                                             strict=True)]),
                 "index": UnitIndex([ex.view[s:e] for s, e in seg.units]),
                 "meta": meta,
                 "pdf": data,
@@ -148,7 +152,8 @@ class PdfReader(Reader):
         blocked = blocked_mask(view.starts, view.ends, exclude) | view.markers
         searched = {j: slot for j, slot in enumerate(slots) if contents[j]}
         units = (view.starts, view.ends, view.first)
-        ranking = rank_units(parsed, index, units, intent, searched, blocked, silent=view.markers)
+        ranking = _statements_first(parsed, view, rank_units(parsed, index, units, intent, searched, blocked,
+                                                             silent=view.markers), intent.text)
         tables: list[EvidenceItem] = []
         if wants_tables(intent.text):
             tables = _table_items(parsed, view, ranking.raw, contents, max_chars // 2, exclude)
@@ -193,6 +198,17 @@ class PdfReader(Reader):
 
 
 # -- helpers ---------------------------------------------------------------------
+
+
+def _statements_first(parsed: Parsed, view: _View, ranking: Ranking, text: str) -> Ranking:
+    """A read that names a financial statement ranks that statement's pages first (readers.pdf.statements)."""
+    known: dict[str, list[int]] = parsed.data.get("statements", {})
+    pages = {page for kind in asked_kinds(text) for page in known.get(kind, ())}
+    if not pages:
+        return ranking
+    page_of = np.searchsorted(_pages(parsed).marker_starts, view.starts, side="right")
+    on_pages = np.isin(page_of, np.fromiter(pages, np.int64, len(pages)))
+    return replace(ranking, ranked=boosted(ranking.ranked, on_pages), flags=(*ranking.flags, "statement-pages"))
 
 
 def _data(parsed: Parsed, key: str, kind: type[_T]) -> _T:
@@ -267,17 +283,19 @@ def _coverage(
     scores: Scores | None,
     items: Sequence[EvidenceItem],
 ) -> SlotCoverage:
-    """matched when the slot's best item scores > 0 and shares a content word."""
+    """The slot's items judged by the calibrated coverage model (``readers.retrieval.confidence``); an
+    item counts as the slot's when it scores > 0 and shares a content word."""
     mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
-        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
+    if not (mine and mine[0].score > 0 and content & content_tokens(mine[0].text)):
+        mine = []
     candidates: list[str] = []
     if scores is not None:
         for u in np.argsort(-scores, kind="stable")[:12].tolist():
             label = _pages(parsed).label(int(view.starts[u]), int(view.ends[u]))
             if scores[u] > 0 and label not in candidates:
                 candidates.append(label)
-    return SlotCoverage(slot, "unresolved", candidates=tuple(candidates[:3]))
+    sig = signals(_data(parsed, "index", UnitIndex), slot, scores, [it.text for it in mine])
+    return judge(slot, sig, [it.anchor.label for it in mine], candidates)
 
 
 # -- tables ----------------------------------------------------------------------

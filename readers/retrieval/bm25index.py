@@ -158,6 +158,25 @@ class UnitIndex:
         self.weights = (np.repeat(idf, df) * (tf / (norm + tf))).astype(np.float32)
         self.docs = docs.astype(np.int32)
 
+    def _document_frequency(self, hashes: Hashes) -> npt.NDArray[np.int64]:
+        """Units holding each term (by stem hash; 0 for a term the index lacks)."""
+        if not len(self.terms) or not len(hashes):
+            return np.zeros(len(hashes), dtype=np.int64)
+        terms = hashes >> np.uint64(self.shift)
+        at = np.minimum(np.searchsorted(self.terms, terms), len(self.terms) - 1)
+        held = self.terms[at] == terms
+        df: npt.NDArray[np.int64] = np.where(held, self.indptr[at + 1] - self.indptr[at], 0)
+        return df
+
+    def term_weights(self, hashes: Hashes) -> npt.NDArray[np.float64]:
+        """BM25's rarity weight (idf) of each term; a term no unit holds weighs as the rarest."""
+        df = self._document_frequency(hashes).astype(np.float64)
+        return np.log(1 + (self.size - df + 0.5) / (df + 0.5))
+
+    def term_presence(self, hashes: Hashes) -> npt.NDArray[np.float64]:
+        """1.0 for each term some unit holds, else 0.0."""
+        return (self._document_frequency(hashes) > 0).astype(np.float64)
+
     def scores(self, query: str) -> Scores:
         """BM25 score of each unit (zeros when no query token is in the index)."""
         total = np.zeros(self.size, dtype=np.float32)
@@ -189,6 +208,11 @@ K1 = 1.5
 B = 0.75
 _TOKEN = re.compile(r"\w\w+")  # what bm25s' r"(?u)\b\w\w+\b" finds, a little faster
 _CHUNK = 8192
+
+
+def term_hashes(stems: Sequence[str]) -> Hashes:
+    """The index's hashes of stemmed terms (as ``content_tokens`` gives them)."""
+    return _hashes(list(stems))
 
 
 def _hashes(words: Sequence[str]) -> Hashes:

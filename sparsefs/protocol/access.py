@@ -9,28 +9,22 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import xxhash
 
-from gate import Admission, Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
+from gate import Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
 from readers.base import BadAnchor, Batch, EvidenceItem, ReaderError, ScopeMismatch, SlotCoverage
 from readers.ops import OPERATIONS
 from sparsefs.artifacts.cache import Artifact, ArtifactCache
 from sparsefs.protocol.actions import prepare
 from sparsefs.protocol.episodes import Episode, EpisodeStore
+from sparsefs.protocol.exposure import evidence_out, exposure, finalize, fit_to_budget, reserve_for, served_as
 from sparsefs.protocol.grammar import OPERATION_OPTION_KEYS, VirtualRequest
 from sparsefs.protocol.intents import ResolvedIntent, SessionIntent, resolve
-from sparsefs.protocol.pack import (
-    CoverageOut,
-    ErrorOut,
-    EvidenceOut,
-    EvidencePack,
-    ExposureOut,
-    ScopeOut,
-    display_name,
-    render_evidence,
-)
+from sparsefs.protocol.pack import CoverageOut, ErrorOut, EvidencePack, ScopeOut, display_name
+from sparsefs.protocol.pack_text import item_chars, without_items
 from sparsefs.protocol.selecting import SELECTED_ACTIONS, ConfigurationChooser, Selection
 from sparsefs.protocol.steps import next_steps
 from sparsefs.store.state import StateDB
@@ -39,7 +33,10 @@ _LOG = logging.getLogger(__name__)
 _ARTIFACT_STRIPES = 64  # episodes are per artifact: one slow operation never delays another file's pack
 PREVIEW_CHARS = 2_000
 DEFAULT_PACK_CHARS = 1_500
+"""A pack's size by default: the whole pack the agent reads, per slot."""
 MAX_PACK_CHARS = 6_000
+PACK_LINES_ESTIMATE = 160
+"""What a pack adds around its passages, asked of the Reader before the pack is measured exactly."""
 SPARSE_ACTIONS = frozenset({"intent", "collect", "refine", "verify", "focus"})
 _WITHIN = frozenset({"refine", "verify"})  # after the full view went out: anchors into it, nothing re-sent
 SELECTED_FULL_VIEW_MAX_CHARS = 65_536
@@ -48,12 +45,23 @@ SELECTED_FULL_VIEW_MAX_CHARS = 65_536
 
 @dataclass(frozen=True)
 class Served:
-    """A pack plus what the log needs to know about it."""
+    """A pack, the text the agent reads (in the requested format), and what the log needs to know.
+
+    ``exposed_chars`` is every character of ``text``: what reading the pack costs the agent.
+    """
 
     pack: EvidencePack
-    exposed_chars: int
+    text: str
     full_view_chars: int
     version: str = ""  # full fingerprint of the artifact version the pack was built from
+
+    @property
+    def exposed_chars(self) -> int:
+        return len(self.text)
+
+    @property
+    def content(self) -> bytes:
+        return self.text.encode("utf-8", "surrogateescape")
 
 
 class Protocol:
@@ -102,7 +110,7 @@ class Protocol:
         length = len(artifact.parsed.full_view)
         with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
             before = self.episodes.current_id(rel)
-            episode = self.episodes.ensure(rel, artifact.fingerprint, "full", "plain read", length)
+            episode = self._ensure(artifact, "full", "plain read")
             if before is not None and before != episode.id:
                 self.chooser.settle(before)
             episode.reads += 1
@@ -126,7 +134,7 @@ class Protocol:
             return self._exact(artifact, request, flags)
         resolved = resolve(request.action, request.argument, request.slots, session)
         flags += resolved.flags
-        if request.action == "scout" and not self._fits_natively(artifact):
+        if request.action == "scout" and not self._fits_natively(artifact, request):
             return self._preview(artifact, request, flags)
         if request.action in SPARSE_ACTIONS and resolved.underspecified:
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
@@ -135,20 +143,18 @@ class Protocol:
             return self._within_full_view(artifact, request, held, flags, resolved)
         objective = resolved.text or request.argument or ""
         before = self.episodes.current_id(artifact.rel)
-        episode = self.episodes.ensure(
-            artifact.rel, artifact.fingerprint, request.action, objective, len(artifact.parsed.full_view)
-        )
+        episode = self._ensure(artifact, request.action, objective)
         if before is not None and before != episode.id:
             self.chooser.settle(before)
         episode.reads += 1
-        if request.action in ("full", "scout") or self._fits_natively(artifact):
+        if request.action in ("full", "scout") or self._fits_natively(artifact, request):
             return self._full_view(artifact, request, episode, flags)
         selection = self._selection(artifact, request, resolved)
         if selection is not None and selection.full_view:
             if len(artifact.parsed.full_view) > SELECTED_FULL_VIEW_MAX_CHARS:
                 return self._too_large_to_select(artifact, request, flags, selection)
-            served = self._deliver_full(artifact, request, episode, deliver_full_view(episode.budget),
-                                        [*flags, "selected-full-view"], "selected: " + selection.describe())
+            served = self._deliver_full(artifact, request, episode, [*flags, "selected-full-view"],
+                                        "selected: " + selection.describe())
         else:
             if selection is not None:
                 episode.method = selection.method
@@ -157,6 +163,12 @@ class Protocol:
         if selection is not None:
             served.pack.configuration = selection.describe()
         return served
+
+    def _ensure(self, artifact: Artifact, action: str, objective: str) -> Episode:
+        """The episode this access belongs to; a new one holds back the reserve for its full-view pack."""
+        length = len(artifact.parsed.full_view)
+        reserve = reserve_for(display_name(artifact.rel), length)
+        return self.episodes.ensure(artifact.rel, artifact.fingerprint, action, objective, length, reserve)
 
     def _too_large_to_select(
         self, artifact: Artifact, request: VirtualRequest, flags: list[str], selection: Selection
@@ -177,9 +189,12 @@ class Protocol:
         self.chooser.chosen(selection, parsed)
         return selection
 
-    def _fits_natively(self, artifact: Artifact) -> bool:
+    def _fits_natively(self, artifact: Artifact, request: VirtualRequest) -> bool:
+        """A full view not clearly dearer than the pack asked for is read whole (paper, App. C): the
+        protocol would cost more than it saves. Focus and exact operations are never native fits."""
         length = len(artifact.parsed.full_view)
-        return choose_mode(length, self.gate) is Decision.NATIVE_FIT
+        pack = _pack_chars(request) if request.action in ("intent", "collect", "refine", "verify", "scout") else 0
+        return choose_mode(length, self.gate, pack_chars=pack) is Decision.NATIVE_FIT
 
     def _changed_flag(self, artifact: Artifact) -> list[str]:
         previous = self.episodes.previous_fingerprint(artifact.rel)
@@ -193,16 +208,18 @@ class Protocol:
         pack.preview = text
         note = f"object preview; {why}" if why else "object preview"
         pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=_short(note))
-        pack.exposure = _exposure(len(text), None, len(artifact.parsed.full_view))
         pack.next_steps = next_steps(artifact, request, pack)
-        return Served(pack, len(text), len(artifact.parsed.full_view))
+        return Served(pack, served_as(pack, finalize(pack, None, False), request.format),
+                      len(artifact.parsed.full_view))
 
     def _sparse(
         self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str],
         resolved: ResolvedIntent,
     ) -> Served:
+        budget = _pack_chars(request)
         try:
-            prepared = prepare(artifact.reader, artifact.parsed, request, resolved, episode, _pack_chars(request))
+            prepared = prepare(artifact.reader, artifact.parsed, request, resolved, episode,
+                               _passage_chars(request, budget))
         except BadAnchor as err:
             if _is_scope_error(err, request):
                 why = f"{err.message} ({err.hint})" if err.hint else err.message
@@ -213,22 +230,22 @@ class Protocol:
         batch = prepared.batch
         if "no-content-words" in batch.flags and request.action != "focus":
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
-        if request.action not in ("focus", "verify") and request.action not in OPERATIONS:  # verify budgets
-            batch = fit_to_budget(batch, _pack_chars(request), per_slot=request.action == "collect")
-        items = [_evidence_out(item) for item in batch.items]
-        payload = render_evidence(items)
-        admission = admit_batch(episode.budget, len(payload))
-        if admission.decision is not Decision.ADMIT:
-            return self._fallback(artifact, request, episode, admission, [*flags, "batch-over-budget"])
-        episode.budget = admission.budget
-        _record(episode, batch)
         decision = "exact" if request.action in OPERATIONS else "sparse"
         pack = self._pack(artifact, request, episode, decision, flags + list(batch.flags), resolved)
-        pack.evidence, pack.scope = items, _scope_out(batch)
+        pack.scope = _scope_out(batch)
+        if request.action not in ("focus", "verify") and request.action not in OPERATIONS:  # verify budgets
+            batch = fit_to_budget(batch, _measure(pack, batch), budget, per_slot=request.action == "collect")
+        pack.evidence = [evidence_out(item) for item in batch.items]
         pack.coverage = [_coverage_out(c, prepared.earlier.get(n, ())) for n, c in enumerate(batch.coverage)]
-        pack.exposure = _exposure(len(payload), episode, len(artifact.parsed.full_view))
+        pack.exposure = exposure(0, episode.budget, len(artifact.parsed.full_view), 0, True)
         pack.next_steps = next_steps(artifact, request, pack)
-        return Served(pack, len(payload), len(artifact.parsed.full_view))
+        text = finalize(pack, episode.budget, True)
+        admission = admit_batch(episode.budget, len(text), episode.budget.full_pack_limit)
+        if admission.decision is not Decision.ADMIT:
+            return self._fallback(artifact, request, episode, [*flags, "batch-over-budget"])
+        episode.budget = admission.budget
+        _record(episode, batch)
+        return Served(pack, served_as(pack, text, request.format), len(artifact.parsed.full_view))
 
     def _within_full_view(
         self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str],
@@ -245,48 +262,58 @@ class Protocol:
         pack.scope = _scope_out(prepared.batch)
         pack.scope.note = _short(f"the full view went out in {episode.id}; these anchors point into it")
         pack.next_steps = next_steps(artifact, request, pack)
-        return Served(pack, 0, len(artifact.parsed.full_view))
+        return Served(pack, served_as(pack, finalize(pack, episode.budget, False), request.format),
+                      len(artifact.parsed.full_view))
 
     def _exact(self, artifact: Artifact, request: VirtualRequest, flags: list[str]) -> Served:
         """An exact operation: the result is admitted like any batch; no native fit, no fallback
         to the full view unless the result itself would not fit the budget."""
-        episode = self.episodes.detached(
-            artifact.rel, artifact.fingerprint, _objective(request), len(artifact.parsed.full_view)
-        )
+        length = len(artifact.parsed.full_view)
+        reserve = reserve_for(display_name(artifact.rel), length)
+        episode = self.episodes.detached(artifact.rel, artifact.fingerprint, _objective(request), length, reserve)
         episode.reads += 1
         return self._sparse(artifact, request, episode, flags, ResolvedIntent(None, ()))
 
     def _full_view(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
-        native = request.action != "full"
-        admission = deliver_full_view(episode.budget)
-        reason = "native-fit" if native else "full view requested"
-        return self._deliver_full(artifact, request, episode, admission, flags, reason)
+        reason = "native-fit" if request.action != "full" else "full view requested"
+        return self._deliver_full(artifact, request, episode, flags, reason)
 
-    def _fallback(
-        self, artifact: Artifact, request: VirtualRequest, episode: Episode, admission: Admission, flags: list[str]
-    ) -> Served:
-        return self._deliver_full(artifact, request, episode, admission, flags, "fallback: batch did not fit L - E")
+    def _fallback(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
+        return self._deliver_full(artifact, request, episode, flags, "fallback: the pack did not fit L - E")
 
     def _deliver_full(
-        self, artifact: Artifact, request: VirtualRequest, episode: Episode, admission: Admission,
-        flags: list[str], reason: str,
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str], reason: str,
     ) -> Served:
-        """FullViewFallback: deliver f once (or reuse it), close, retire earlier sparse observations."""
-        episode.budget = admission.budget
-        episode.close_reason = reason
+        """FullViewFallback: deliver f once (or point at it), close, retire earlier sparse observations.
+
+        The pack is the full view and one header line, at most L + reserve: its whole size is what the
+        Gate records. A full view the episode already delivered is not sent again."""
         retiring = episode.budget.sparse_exposed > 0 and not episode.retired
-        episode.retired = True
+        reuse = episode.budget.full_view_delivered
         decision = {"native-fit": "native-fit", "full view requested": "full"}.get(reason, "fallback")
-        decision = "full" if reason.startswith("selected: ") else decision
-        if admission.decision is Decision.REUSE_FULL_VIEW:
-            decision = "reuse-full-view"
+        decision = "reuse-full-view" if reuse else "full" if reason.startswith("selected: ") else decision
         closing = [*flags, "episode-closed"] + (["earlier-evidence-retired"] if retiring else [])
         pack = self._pack(artifact, request, episode, decision, closing)
-        pack.full_view = artifact.parsed.full_view
         pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=reason)
-        pack.exposure = _exposure(admission.delivered_chars, episode, len(artifact.parsed.full_view))
-        pack.next_steps = next_steps(artifact, request, pack)
-        return Served(pack, admission.delivered_chars, len(artifact.parsed.full_view))
+        if not reuse:
+            pack.full_view = artifact.parsed.full_view
+        text = self._full_text(pack, episode)
+        admission = deliver_full_view(episode.budget, len(text)) if not reuse else deliver_full_view(episode.budget)
+        episode.budget, episode.close_reason, episode.retired = admission.budget, reason, True
+        return Served(pack, served_as(pack, text, request.format), len(artifact.parsed.full_view))
+
+    def _full_text(self, pack: EvidencePack, episode: Episode) -> str:
+        """The full-view pack's text; flags go, then the header, when it would pass L + reserve."""
+        limit = episode.budget.full_pack_limit
+        pack.exposure = exposure(0, episode.budget, episode.budget.full_view_chars, 0, False)
+        text = finalize(pack, episode.budget, False)
+        if len(text) > limit and pack.full_view is not None:
+            pack.flags = [flag for flag in pack.flags if flag == "episode-closed"]
+            text = finalize(pack, episode.budget, False)
+        if len(text) > limit and pack.full_view is not None:
+            text = pack.full_view  # nothing but the file: exactly L
+            pack.exposure = exposure(len(text), episode.budget, len(text), len(text), False)
+        return text
 
     def _pack(
         self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str],
@@ -301,7 +328,7 @@ class Protocol:
             intent=resolved.text if used and resolved else request.argument,
             slots=list(resolved.slots if used and resolved else request.slots), flags=flags,
             session_intent=(resolved.session or None) if resolved is not None and (used or context) else None,
-            exposure=_exposure(0, episode, len(artifact.parsed.full_view)),
+            exposure=exposure(0, episode.budget if episode else None, len(artifact.parsed.full_view), 0, False),
         )
 
 
@@ -317,55 +344,30 @@ def error_pack(
         action=request.action if request else "?", episode=episode.id if episode else None,
         decision="error", intent=request.argument if request else None,
         slots=list(request.slots) if request else [], error=ErrorOut(message=message, hint=hint),
-        exposure=_exposure(0, episode, length),
+        exposure=exposure(0, None, length, 0, False),
     )
-    return Served(pack, 0, 0)  # nothing shown, and no full read was replaced
+    fmt = request.format if request else "text"
+    return Served(pack, served_as(pack, finalize(pack, None, False), fmt), 0)  # no full read was replaced
 
 
-def fit_to_budget(batch: Batch, budget: int, per_slot: bool = False) -> Batch:
-    """Drop whole passages, weakest first, until the serialized evidence fits ``budget``.
-
-    A Reader budgets passage text; anchors add a few characters per passage.
-    Passages are never cut; a single passage is always kept, and with
-    ``per_slot`` (collect) so is each slot's last passage. Coverage that
-    pointed only at dropped passages becomes unresolved, with those anchors as
-    the closest candidates.
-    """
-    items = list(batch.items)
-    while len(items) > 1 and _serialized(items) > budget:
-        droppable = [item for item in items if not per_slot or _others_hold(item, items)]
-        if not droppable:
-            break
-        items.remove(min(droppable, key=lambda item: item.score))
-    if len(items) == len(batch.items):
-        return batch
-    kept = {item.anchor.label for item in items}
-    coverage = tuple(_still_covered(cov, kept) for cov in batch.coverage)
-    return replace(batch, items=tuple(items), coverage=coverage)
-
-
-def _others_hold(item: EvidenceItem, items: list[EvidenceItem]) -> bool:
-    """Every slot of ``item`` also has another passage among ``items``."""
-    return all(any(j in other.slots for other in items if other is not item) for j in item.slots)
-
-
-def _serialized(items: list[EvidenceItem]) -> int:
-    return len(render_evidence([_evidence_out(item) for item in items]))
-
-
-def _still_covered(cov: SlotCoverage, kept: set[str]) -> SlotCoverage:
-    anchors = tuple(a for a in cov.anchors if a in kept)
-    if cov.status != "matched" or anchors == cov.anchors:
-        return cov
-    if anchors:
-        return replace(cov, anchors=anchors)
-    return SlotCoverage(cov.slot, "unresolved", candidates=cov.anchors[:3])
+def _measure(pack: EvidencePack, batch: Batch) -> Callable[[list[EvidenceItem]], int]:
+    """The size of ``pack`` with some of the batch's passages: its lines without passages, plus theirs."""
+    several = len(pack.slots) > 1
+    around = without_items(pack, batch.coverage)
+    return lambda items: around + sum(item_chars(evidence_out(item), several) for item in items)
 
 
 def _pack_chars(request: VirtualRequest) -> int:
+    """The whole pack's target size: ``&budget=``, else DEFAULT_PACK_CHARS per slot."""
     if request.budget:
         return request.budget
     return min(DEFAULT_PACK_CHARS * max(1, len(request.slots)), MAX_PACK_CHARS)
+
+
+def _passage_chars(request: VirtualRequest, budget: int) -> int:
+    """Passage text the Reader is asked for: the pack's target less what its own lines take."""
+    lines = PACK_LINES_ESTIMATE + 70 * max(0, len(request.slots) - 1)
+    return max(budget // 3, budget - lines)
 
 
 def _refusal(artifact: Artifact, request: VirtualRequest) -> Served | None:
@@ -421,24 +423,6 @@ def _record(episode: Episode, batch: Batch) -> None:
             episode.passages.append((item.anchor.label, item.anchor.char_start, item.anchor.char_end))
 
 
-def _exposure(pack_chars: int, episode: Episode | None, length: int) -> ExposureOut:
-    exposed = episode.budget.sparse_exposed if episode else 0
-    if episode is None:
-        return ExposureOut(pack_chars=pack_chars, episode_exposed=0, full_view_chars=length, budget_left=length)
-    left = episode.budget.remaining if not episode.closed else 0
-    return ExposureOut(pack_chars=pack_chars, episode_exposed=exposed, full_view_chars=length, budget_left=left)
-
-
-def _evidence_out(item: EvidenceItem) -> EvidenceOut:
-    a = item.anchor
-    lines = (a.line_start, a.line_end) if a.line_start is not None and a.line_end is not None else None
-    span = (a.char_start, a.char_end) if a.char_end > a.char_start else None
-    return EvidenceOut(
-        anchor=a.label, span=span, lines=lines, heading=a.heading,
-        slots=list(item.slots), stance=item.stance, text=item.text,
-    )
-
-
 MAX_NOTE_CHARS = 300
 """A scope note is provenance, not evidence: it is not counted as exposure, so it stays short."""
 
@@ -454,7 +438,7 @@ def _scope_out(batch: Batch) -> ScopeOut:
 def _coverage_out(cov: SlotCoverage, earlier: tuple[str, ...] = ()) -> CoverageOut:
     return CoverageOut(
         slot=cov.slot, status=cov.status, anchors=list(cov.anchors), candidates=list(cov.candidates),
-        earlier=list(earlier),
+        earlier=list(earlier), confidence=cov.confidence,
     )
 
 

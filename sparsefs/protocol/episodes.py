@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate import Budget
@@ -48,8 +48,7 @@ class Episode:
         return self.budget.closed
 
     def close(self, reason: str) -> None:
-        self.budget = Budget(self.budget.full_view_chars, self.budget.sparse_exposed,
-                             self.budget.full_view_delivered, closed=True)
+        self.budget = replace(self.budget, closed=True)
         self.close_reason = reason
 
     def to_json(self) -> dict[str, Any]:
@@ -65,6 +64,8 @@ class Episode:
             "exposed_sparse": b.sparse_exposed,
             "full_view_chars": b.full_view_chars,
             "full_view_delivered": b.full_view_delivered,
+            "full_view_pack_chars": b.full_view_pack_chars,
+            "reserve": b.reserve,
             "budget_left": b.remaining,
             "closed": b.closed,
             "close_reason": self.close_reason,
@@ -79,8 +80,11 @@ class Episode:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Episode:
-        budget = Budget(int(record["full_view_chars"]), int(record["exposed_sparse"]),
-                        bool(record["full_view_delivered"]), bool(record["closed"]))
+        length = int(record["full_view_chars"])
+        delivered = bool(record["full_view_delivered"])
+        budget = Budget(length, int(record["exposed_sparse"]), delivered, bool(record["closed"]),
+                        reserve=min(length, int(record.get("reserve", 0))),
+                        full_view_pack_chars=int(record.get("full_view_pack_chars", length if delivered else 0)))
         return cls(
             id=str(record["id"]), artifact=str(record["artifact_rel"]), fingerprint=str(record["fingerprint"]),
             objective=str(record["objective"]), budget=budget, started=float(record["started"]),
@@ -114,7 +118,8 @@ class EpisodeStore:
             if not episode.detached:
                 self._open[episode.artifact] = episode.id
 
-    def ensure(self, artifact: str, fingerprint: str, action: str, objective: str, full_view_chars: int) -> Episode:
+    def ensure(self, artifact: str, fingerprint: str, action: str, objective: str, full_view_chars: int,
+               reserve: int = 0) -> Episode:
         """The episode this access belongs to (SyncArtifactVersion, then EnsureEpisode)."""
         with self.lock:
             current = self._current(artifact)
@@ -123,13 +128,14 @@ class EpisodeStore:
                 self.save(current)
             if current and _continues(current, fingerprint, action, objective):
                 return current
-            return self._start(artifact, fingerprint, objective, full_view_chars)
+            return self._start(artifact, fingerprint, objective, full_view_chars, reserve=reserve)
 
-    def detached(self, artifact: str, fingerprint: str, objective: str, full_view_chars: int) -> Episode:
+    def detached(self, artifact: str, fingerprint: str, objective: str, full_view_chars: int,
+                 reserve: int = 0) -> Episode:
         """An episode of its own for an exact operation: the open episode (what refine,
         verify and focus continue) stays the artifact's sparse reading."""
         with self.lock:
-            episode = self._start(artifact, fingerprint, objective, full_view_chars, open_=False)
+            episode = self._start(artifact, fingerprint, objective, full_view_chars, open_=False, reserve=reserve)
             episode.detached = True
             return episode
 
@@ -171,9 +177,11 @@ class EpisodeStore:
         return self._episodes.get(episode_id) if episode_id else None
 
     def _start(
-        self, artifact: str, fingerprint: str, objective: str, full_view_chars: int, open_: bool = True
+        self, artifact: str, fingerprint: str, objective: str, full_view_chars: int, open_: bool = True,
+        reserve: int = 0,
     ) -> Episode:
-        episode = Episode(f"e{self._next}", artifact, fingerprint, objective, Budget(full_view_chars))
+        budget = Budget(full_view_chars, reserve=min(reserve, full_view_chars))
+        episode = Episode(f"e{self._next}", artifact, fingerprint, objective, budget)
         self._next += 1
         self._episodes[episode.id] = episode
         if open_:

@@ -104,7 +104,7 @@ OPERATION_OPTION_KEYS: frozenset[str] = frozenset({"where", "by", "cols", "rows"
 OPTION_KEYS: frozenset[str] = frozenset({"k", "format", "scope", "budget"}) | OPERATION_OPTION_KEYS
 
 _SLOT_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})
-_FORMATS = ("text", "json")
+_FORMATS = ("text", "json", "verbose")
 _INT_LIMITS = {"k": 50, "budget": 10_000_000}
 _SYNTAX = {
     "intent": "@intent=<what you need>",

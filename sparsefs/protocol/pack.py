@@ -1,4 +1,11 @@
-"""The EvidencePack: one pydantic model, rendered as text (default) or JSON."""
+"""The EvidencePack: one pydantic model, rendered as compact text (default), verbose text or JSON.
+
+The agent pays for every character it reads, so the default text is compact
+(``sparsefs.protocol.pack_text``): one header line, the passages with inline
+anchors, coverage only where it tells something, one next-step line. The
+details that help people more than models (configuration, reliability,
+processed counts) are in ``&format=json`` and ``&format=verbose``.
+"""
 
 from __future__ import annotations
 
@@ -23,14 +30,20 @@ class EvidenceOut(BaseModel):
     text: str
 
 
+CoverageStatus = Literal["matched", "candidate", "unresolved"]
+
+
 class CoverageOut(BaseModel):
-    """Per-slot coverage; 'matched' means evidence was found, not that it answers."""
+    """Per-slot coverage, never an answer. 'matched': the evidence is very likely among the anchors
+    (a calibrated promise); 'candidate': the best passages found, not likely enough to promise;
+    'unresolved': nothing worth showing, or a need the artifact does not mention."""
 
     slot: str
-    status: Literal["matched", "unresolved"]
+    status: CoverageStatus
     anchors: list[str] = Field(default_factory=list)
     candidates: list[str] = Field(default_factory=list)
     earlier: list[str] = Field(default_factory=list)  # matching evidence this episode delivered before
+    confidence: float | None = None  # the calibrated probability behind the state (readers.retrieval.confidence)
 
 
 class ScopeOut(BaseModel):
@@ -44,12 +57,15 @@ class ScopeOut(BaseModel):
 
 
 class ExposureOut(BaseModel):
-    """Characters exposed: this pack's payload, episode total E, full view L."""
+    """Characters the agent reads: this whole pack, the episode's total E (whole packs), the full
+    view L, what the episode may still admit; ``artifact_chars``: the artifact's own text in this
+    pack (passages, or the full view), the paper's payload figure."""
 
     pack_chars: int
     episode_exposed: int
     full_view_chars: int
     budget_left: int
+    artifact_chars: int = 0
 
 
 class ErrorOut(BaseModel):
@@ -87,90 +103,27 @@ def display_name(name: str) -> str:
 
 
 def render(pack: EvidencePack, fmt: str) -> bytes:
-    """Bytes a virtual file serves: JSON with format=json, else text."""
+    """Bytes a virtual file serves: JSON with format=json, the verbose layout with format=verbose,
+    else the compact text."""
+    return render_str(pack, fmt).encode("utf-8", "surrogateescape")
+
+
+def render_str(pack: EvidencePack, fmt: str) -> str:
+    """What the agent reads, as text; its length is the exposure the Gate counts."""
+    from sparsefs.protocol import pack_text  # the renderers import this module's models
+
     if fmt == "json":
-        return orjson.dumps(pack.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
-    return render_text(pack).encode("utf-8", "surrogateescape")
+        return orjson.dumps(pack.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode() + "\n"
+    if fmt == "verbose":
+        return pack_text.verbose(pack)
+    return pack_text.compact(pack)
 
 
-def render_evidence(items: list[EvidenceOut]) -> str:
-    """The evidence block: this is the payload the Gate measures (E)."""
-    return "".join(_evidence_item(i, item) for i, item in enumerate(items, 1))
-
-
-def _evidence_item(number: int, item: EvidenceOut) -> str:
-    heading = f" § {item.heading}" if item.heading else ""
-    slots = f"  (slot {', '.join(str(s + 1) for s in item.slots)})" if item.slots else ""
-    stance = f"  ({item.stance})" if item.stance else ""
-    return f"[{number}] {item.anchor}{heading}{slots}{stance}\n{item.text.rstrip()}\n\n"
-
-
-def render_text(pack: EvidencePack) -> str:
-    parts = [_header(pack)]
-    if pack.error:
-        parts.append(f"## Error\n{pack.error.message}\nTry: {pack.error.hint}\n\n")
-    if pack.preview:
-        parts.append(f"## Object preview\n{pack.preview.rstrip()}\n\n")
-    if pack.evidence:
-        title = "Exact result (computed over all records)" if pack.decision == "exact" else "Evidence"
-        parts.append(f"## {title}\n" + render_evidence(pack.evidence))
+def artifact_chars(pack: EvidencePack) -> int:
+    """The artifact's own characters in a pack: its passages, or the full view it carries."""
     if pack.full_view is not None:
-        parts.append(f"## Full view ({len(pack.full_view):,} chars)\n{pack.full_view}\n\n")
-    if pack.coverage:
-        parts.append("## Coverage (evidence found, not answers)\n" + _coverage(pack.coverage) + "\n")
-    if pack.next_steps:
-        parts.append("## Next\n" + "".join(f"{step}\n" for step in pack.next_steps))
-    return "".join(parts)
-
-
-def _header(pack: EvidencePack) -> str:
-    exp = pack.exposure
-    lines = [
-        f"# EvidencePack · {pack.artifact} · {pack.decision}",
-        f"artifact: {pack.artifact}  fingerprint: {pack.fingerprint}  "
-        f"episode: {pack.episode or '-'}  action: {pack.action}" + (f"  read as: {pack.reader}" if pack.reader else ""),
-    ]
-    if pack.intent:
-        lines.append(f"intent: {pack.intent}")
-    if pack.session_intent:
-        lines.append(f"session intent: {pack.session_intent}")
-    if len(pack.slots) > 1:
-        lines.append("slots: " + "  ".join(f"[{i}] {s}" for i, s in enumerate(pack.slots, 1)))
-    if pack.configuration:
-        lines.append(f"configuration: {pack.configuration}")
-    lines.append("scope: " + _scope(pack.scope))
-    lines.append(
-        f"exposure: {exp.pack_chars:,} chars of the artifact in this pack · episode E {exp.episode_exposed:,}"
-        f" / L {exp.full_view_chars:,} · budget left {exp.budget_left:,}"
-    )
-    if pack.flags:
-        lines.append("flags: " + ", ".join(pack.flags))
-    return "\n".join(lines) + "\n\n"
-
-
-def _scope(scope: ScopeOut) -> str:
-    if not scope.unit:
-        return f"{scope.chars_processed:,} chars processed{_note(scope.note)}"
-    return (
-        f"{scope.units_scanned:,} {scope.unit} scanned ({scope.method}), "
-        f"{scope.chars_processed:,} chars processed{_note(scope.note)}"
-    )
-
-
-def _note(note: str) -> str:
-    return f"; {note}" if note else ""
-
-
-def _coverage(coverage: list[CoverageOut]) -> str:
-    out = []
-    for i, cov in enumerate(coverage, 1):
-        earlier = f"{'; ' if cov.anchors else ''}delivered earlier: {', '.join(cov.earlier)}" if cov.earlier else ""
-        if cov.status == "matched":
-            out.append(f"[{i}] {cov.slot}: matched → {', '.join(cov.anchors)}{earlier}")
-        else:
-            closest = f"; closest: {', '.join(cov.candidates)}" if cov.candidates else ""
-            out.append(f"[{i}] {cov.slot}: unresolved{closest}")
-    return "\n".join(out) + "\n"
+        return len(pack.full_view)
+    return sum(len(item.text) for item in pack.evidence)
 
 
 def command(artifact: str, suffix: str) -> str:

@@ -59,8 +59,44 @@ def _numbered_pieces(text: str, marks: list[re.Match[str]]) -> list[str]:
     return pieces
 
 
+_SENTENCE = re.compile(r"(?<=[.?!])\s+(?=[A-Z(\"'])")
+_INSTRUCTION_START = re.compile(
+    r"^(please|kindly|round|answer|respond|assume|note|remember|keep in mind|explain why|"
+    r"give (a|your|the) (response|answer)|provide (a|your|the) (response|answer)|calculate what|"
+    r"(base|basing) your|rel(y|ying) (on|only)|utili[sz]e|(use|using) only|you are an?|as an? \w+ analyst|"
+    r"answer the following|we need to|address the question|"
+    r"if\b.{0,160}\b(not|cannot|can't|isn't|aren't)\b.{0,120}\b(state|say|explain|answer)\b)",
+    re.IGNORECASE,
+)
+_INSTRUCTION_ANYWHERE = re.compile(
+    r"\b(round (your answer|to (one|two|three|\d+) decimal)|decimal places?\b|answer in units|the answer\b|"
+    r"only resources?\b|here'?s the question|as if you (are|were)|lost internet)", re.IGNORECASE)
+_QUESTION_LEAD = re.compile(r"^(here'?s the question|the question is|question)\s*:\s*", re.IGNORECASE)
+
+
+def without_instructions(text: str) -> str:
+    """The intent without sentences that instruct rather than ask ("Round your answer to two decimal
+    places.", "If it cannot be calculated, then please state that."): they are no need of their own and
+    only add noise words to a slot. A sentence that asks (ends with '?') stays, minus a "Here's the
+    question:" lead. Text that is all instruction is kept whole."""
+    kept = []
+    for sentence in _SENTENCE.split(text.strip()):
+        asks = sentence.rstrip().endswith("?")
+        if not asks and (_INSTRUCTION_START.match(sentence) or _INSTRUCTION_ANYWHERE.search(sentence)):
+            continue
+        kept.append(_QUESTION_LEAD.sub("", sentence.split(": ", 1)[1] if asks and _has_lead(sentence) else sentence))
+    return " ".join(kept).strip() or text.strip()
+
+
+def _has_lead(sentence: str) -> bool:
+    """A question behind a lead such as "Here's the question:" or "Please answer the following question:"."""
+    return bool(re.match(r"^.{0,80}\bquestion\s*:", sentence, re.IGNORECASE))
+
+
 def split_slots(text: str) -> tuple[str, ...]:
-    """Split an intent into slots at ';', numbered questions (1, 2, ...), then conjunction lists."""
+    """Split an intent into slots at ';', numbered questions (1, 2, ...), then conjunction lists, after
+    leaving out sentences that only instruct (``without_instructions``)."""
+    text = without_instructions(text)
     marks = _numbered_marks(text)
     pieces = text.split(";") if marks is None else _numbered_pieces(text, marks)
     listed = [item for piece in pieces for item in _list_items(piece.strip())]

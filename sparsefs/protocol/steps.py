@@ -1,15 +1,35 @@
-"""Copyable next steps for a pack: a refine, a focus on the best anchor, the full view."""
+"""Copyable next steps for a pack: a focus around the best passage, a refine, the full view.
+
+Each step is a suffix to append to the path just read (``@focus=L10-22``), so
+it works from any directory and costs a few characters. No suggested focus or
+refine delivers more than the episode may still admit, or much more than was
+asked: a focus is widened around the best passage only while its text stays
+under :data:`FOCUS_MAX_CHARS` and the budget left, and narrowed to the passage
+itself (a character range inside a long line) when even that is too much.
+"""
 
 from __future__ import annotations
 
 import re
 
+from readers.base import ReaderError
 from sparsefs.artifacts.cache import Artifact
 from sparsefs.protocol.grammar import VirtualRequest
-from sparsefs.protocol.pack import EvidencePack, command, display_name
+from sparsefs.protocol.pack import EvidencePack
 
-_LINES = re.compile(r"^L(\d+)(?:-(\d+))?$")
-FOCUS_CONTEXT_LINES = 10
+_LINES = re.compile(r"^(.+:)?L(\d+)(?:-(\d+))?$")
+_CHARS = re.compile(r"^c(\d+)-(\d+)$")
+_PAGE = re.compile(r"^p\d+$")
+FOCUS_CONTEXT_LINES = (10, 4, 1)
+"""Lines of context a suggested focus adds on each side, widest first."""
+FOCUS_CONTEXT_CHARS = 400
+"""Characters of context around a passage anchored inside a long line."""
+FOCUS_MAX_CHARS = 3_000
+"""The most a suggested focus shows: context around one passage, not a chapter."""
+STEP_PACK_CHARS = 200
+"""What a step's own pack adds around its text (header, next line), kept free in the budget."""
+REFINE_MIN_LEFT = 600
+"""Below this budget left a refine would only trigger the fallback: not suggested."""
 
 
 def encode_argument(text: str) -> str:
@@ -23,32 +43,40 @@ def encode_anchor(anchor: str) -> str:
 
 
 def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) -> list[str]:
-    name = display_name(artifact.rel)
-    length = len(artifact.parsed.full_view)
-    full = f"{command(name, 'full')}    # the faithful full view, {length:,} chars; closes the episode"
-    if pack.decision in ("native-fit", "full", "fallback", "reuse-full-view"):
-        return [f"{command(name, 'intent=<a new question>')}    # starts a new episode"]
+    """The steps worth suggesting after this pack, as suffixes (most useful first)."""
+    full = f"@full ({len(artifact.parsed.full_view):,} chars)"
+    if pack.decision in ("native-fit", "full", "fallback", "reuse-full-view", "error"):
+        return []
     if pack.decision == "exact":
-        return [f"{command(name, 'scout')}    # columns, keys and what else can be computed", full]
+        return ["@scout", full]
     if pack.decision == "preview":
-        return [f"{command(name, 'intent=<what you need; a second need>')}", full]
-    view = artifact.parsed.full_view
-    last_line = max(1, view.count("\n") + (0 if view.endswith("\n") else 1))
-    return [*_after_evidence(name, pack, last_line), full]
+        return ["@intent=<what you need; a second need>", full]
+    left = pack.exposure.budget_left
+    steps = [f"@focus={encode_anchor(focus)}"] if (focus := suggested_focus(artifact, pack, left)) else []
+    if left >= REFINE_MIN_LEFT and pack.action != "verify":  # a verify's slots are stances, not needs
+        steps.append(_refine(pack))
+    return [*steps, full]
 
 
-def _after_evidence(name: str, pack: EvidencePack, last_line: int) -> list[str]:
-    steps = []
-    unresolved = [c.slot for c in pack.coverage if c.status == "unresolved"]
-    if unresolved:
-        steps.append(f"{command(name, 'refine=' + encode_argument(unresolved[0]))}    # other wording, unseen spans")
-    elif pack.intent:
-        steps.append(f"{command(name, 'refine=' + encode_argument(pack.intent))}    # more, skipping what you saw")
+def _refine(pack: EvidencePack) -> str:
+    """A refine: with the unresolved slot's words when several slots were asked, else other words."""
+    open_slots = [c.slot for c in pack.coverage if c.status != "matched"]
+    if len(pack.coverage) > 1 and open_slots:
+        return "@refine=" + encode_argument(open_slots[0])
+    return "@refine=<other words>"
+
+
+def suggested_focus(artifact: Artifact, pack: EvidencePack, budget_left: int) -> str | None:
+    """The widest anchor around the best passage whose focus fits the budget left and FOCUS_MAX_CHARS."""
     best = _best_anchor(pack)
-    if best:
-        focus = "focus=" + encode_anchor(_widened(best, last_line))
-        steps.append(f"{command(name, focus)}    # around the best passage")
-    return steps
+    if best is None:
+        return None
+    limit = min(FOCUS_MAX_CHARS, budget_left - STEP_PACK_CHARS)
+    for anchor in _widenings(best, artifact):
+        size = _focus_chars(artifact, anchor)
+        if size is not None and size <= limit:
+            return anchor
+    return None
 
 
 def _best_anchor(pack: EvidencePack) -> str | None:
@@ -59,10 +87,29 @@ def _best_anchor(pack: EvidencePack) -> str | None:
     return pack.evidence[0].anchor if pack.evidence else None
 
 
-def _widened(anchor: str, last_line: int) -> str:
-    match = _LINES.match(anchor)
-    if not match:
-        return anchor
-    start = int(match.group(1))
-    end = int(match.group(2) or start)
-    return f"L{max(1, start - FOCUS_CONTEXT_LINES)}-{min(last_line, end + FOCUS_CONTEXT_LINES)}"
+def _widenings(anchor: str, artifact: Artifact) -> list[str]:
+    """Anchors around ``anchor``, widest first: a PDF passage's whole page, lines of context, a folder
+    member's whole file last; never the anchor itself, which the pack already shows."""
+    view = artifact.parsed.full_view
+    lines = _LINES.match(anchor)
+    if lines:
+        prefix, start, end = lines.group(1) or "", int(lines.group(2)), int(lines.group(3) or lines.group(2))
+        last = max(1, view.count("\n") + (0 if view.endswith("\n") else 1)) if not prefix else end + 100
+        wider = [f"{prefix}L{max(1, start - n)}-{min(last, end + n)}" for n in FOCUS_CONTEXT_LINES]
+        whole = prefix.rstrip(":")
+        ordered = [whole, *wider] if _PAGE.match(whole) else [*wider, whole]
+        return [a for a in dict.fromkeys(ordered) if a and a != anchor]
+    chars = _CHARS.match(anchor)
+    if chars:
+        start, end = int(chars.group(1)), int(chars.group(2))
+        return [f"c{max(1, start - FOCUS_CONTEXT_CHARS)}-{min(len(view), end + FOCUS_CONTEXT_CHARS)}"]
+    return []
+
+
+def _focus_chars(artifact: Artifact, anchor: str) -> int | None:
+    """Characters a focus on ``anchor`` would show; None when it does not resolve."""
+    try:
+        batch = artifact.reader.focus(artifact.parsed, anchor)
+    except ReaderError:
+        return None
+    return sum(len(item.text) for item in batch.items)

@@ -22,7 +22,7 @@ from readers.base import ReaderError
 from readers.ops import OPERATIONS
 from sparsefs.protocol.access import Protocol, Served, error_pack
 from sparsefs.protocol.grammar import CORE_ACTIONS, GrammarError, VirtualRequest, split_name
-from sparsefs.protocol.pack import display_name, render
+from sparsefs.protocol.pack import display_name
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
@@ -124,7 +124,7 @@ class EvidenceFiles:
         if cached is not None:
             return cached
         served = self.protocol.serve(base_rel, request, text)
-        content = render(served.pack, request.format)
+        content = served.content
         version = (served.version or version.removesuffix(session)) + session
         virtual = VirtualFile.generated(
             rel, base_rel, version, self._key_stat(base_rel), content, _log_entry(rel, served)
@@ -157,7 +157,7 @@ class EvidenceFiles:
             raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
         served = error_pack(display_name(name), None, err.message, err.hint)
         parent_st = self.root.lstat(rel.rpartition("/")[0])
-        content = render(served.pack, "text")
+        content = served.content
         return VirtualFile.generated(rel, "", "", parent_st, content, _log_entry(rel, served))
 
     def _lock_for(self, base_rel: str) -> threading.Lock:
@@ -226,6 +226,7 @@ def _log_entry(rel: str, served: Served) -> dict[str, Any]:
     return {
         "path": display_name(rel), "artifact": pack.artifact, "action": pack.action, "intent": pack.intent,
         "anchors": [e.anchor for e in pack.evidence], "exposed": served.exposed_chars,
+        "artifact_chars": pack.exposure.artifact_chars,
         "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
         "episode": pack.episode, "fingerprint": pack.fingerprint,
     }

@@ -1,0 +1,80 @@
+"""Financial statement pages, found by the words agents use for them.
+
+Agents ask for "the cash flow statement", "the P&L" or "the balance sheet";
+filings title those pages "Consolidated Statements of Cash Flows", "Consolidated
+Statements of Operations", "Statement of Financial Position". At parse time a
+page is a statement page of a kind when one of its first lines names that kind
+and most of its rows carry figures (an index that lists every statement by
+name is not one). A read whose text names a kind ranks the units of those
+pages higher, so the statement itself, not a passage that mentions it, comes
+first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from readers.retrieval.bm25index import Scores
+
+TITLES: Mapping[str, re.Pattern[str]] = {
+    "income": re.compile(
+        r"statements? of (consolidated |comprehensive )?(income|operations|earnings|(net )?loss)|"
+        r"income statements?|profit and loss|statements? of comprehensive income", re.IGNORECASE),
+    "balance": re.compile(r"balance sheets?|statements? of financial (position|condition)", re.IGNORECASE),
+    "cash": re.compile(r"statements? of (consolidated )?cash flows?|cash flows? statements?", re.IGNORECASE),
+    "equity": re.compile(r"statements? of (changes in )?(stock|share)holders'?\u2019? equity|"
+                         r"statements? of (changes in )?equity", re.IGNORECASE),
+    "segments": re.compile(r"(business|reportable|operating) segments?|segment (information|results|data)",
+                           re.IGNORECASE),
+}
+ASKED: Mapping[str, re.Pattern[str]] = {
+    "income": re.compile(r"income statements?|statements? of (income|operations|earnings)|\bp ?& ?l\b|"
+                         r"profit (and|&) loss|\bp/l\b", re.IGNORECASE),
+    "balance": re.compile(r"balance sheets?|statements? of financial position", re.IGNORECASE),
+    "cash": re.compile(r"cash ?flows? statements?|statements? of cash ?flows?", re.IGNORECASE),
+    "equity": re.compile(r"statements? of (stockholders'?|shareholders'?|changes in) equity", re.IGNORECASE),
+    "segments": re.compile(r"\bsegments?\b", re.IGNORECASE),
+}
+TITLE_LINES = 8
+"""A statement names itself in its first lines (after a running header such as 'Table of Contents')."""
+FIGURE_ROWS = 0.4
+"""At least this share of a statement page's rows carry two or more figures."""
+BOOST = 0.6
+"""A unit on a statement page the read names gains this share of the slot's best score."""
+_FIGURE = re.compile(r"\(?\$?\s?\d[\d,]*(\.\d+)?\)?|—|–")
+
+
+def statement_kinds(text: str) -> tuple[str, ...]:
+    """The kinds of statement page ``text`` (one page's text) is; () for any other page."""
+    rows = [row for row in text.split("\n") if row.strip()]
+    if len(rows) < 6 or sum(len(_FIGURE.findall(row)) >= 2 for row in rows) < FIGURE_ROWS * len(rows):
+        return ()
+    head = "\n".join(rows[:TITLE_LINES])
+    return tuple(kind for kind, title in TITLES.items() if title.search(head))
+
+
+def statement_pages(page_texts: Sequence[str]) -> dict[str, list[int]]:
+    """kind -> 1-based pages of that statement."""
+    found: dict[str, list[int]] = {}
+    for number, text in enumerate(page_texts, 1):
+        for kind in statement_kinds(text):
+            found.setdefault(kind, []).append(number)
+    return found
+
+
+def asked_kinds(text: str) -> tuple[str, ...]:
+    """The statement kinds a read's text names."""
+    return tuple(kind for kind, asked in ASKED.items() if asked.search(text))
+
+
+def boosted(ranked: Mapping[int, Scores], on_pages: np.ndarray) -> dict[int, Scores]:
+    """Each slot's scores with the units on the named statement pages lifted by BOOST x its best score;
+    only units that already score (a statement page never wins on its title alone)."""
+    out: dict[int, Scores] = {}
+    for slot, scores in ranked.items():
+        top = float(scores.max()) if len(scores) else 0.0
+        out[slot] = scores + BOOST * top * (on_pages & (scores > 0))
+    return out

@@ -1,0 +1,149 @@
+"""How likely a slot's evidence is among the passages a pack shows: coverage as a calibrated promise.
+
+A pack says ``matched`` only when the evidence is very likely there: the
+probability below reaches the calibrated threshold (``readers/calibration.json``,
+key ``coverage``, fitted by ``scripts/calibrate_coverage.py`` on the
+calibration split of the dev sets so that "matched" keeps a precision of at
+least 90%). Below it, passages that share the slot's words are ``candidate``:
+the best found, not promised. A slot whose words the artifact mostly lacks, or
+with nothing shown, is ``unresolved``.
+
+The signals are lexical and cheap (one pass over the slot's few terms), so
+every Reader that ranks units with a :class:`UnitIndex` can use them:
+
+* ``found`` — the rarity-weighted share of the slot's content terms that occur
+  anywhere in the artifact (a need the artifact does not mention is not there);
+* ``best`` / ``shown`` — the same share in the best passage, and in all of the
+  slot's passages together;
+* ``top`` — the best unit's score over the sum of the slot's term weights;
+* ``margin`` / ``ahead`` — how far the best unit stands above the fifth best, and the second;
+* ``spread`` — how many standard deviations the best unit stands above the units that score;
+* ``passages`` — how many passages the slot got (one strong passage beats several weak ones);
+* ``terms`` — how many content terms the slot has (a one-word need matches too easily);
+* ``broad`` — the slot asks for a discussion, a summary, reasons or opinions: its
+  evidence is long and rarely fits one pack.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import numpy as np
+import orjson
+
+from readers.base import SlotCoverage
+from readers.retrieval.bm25index import Scores, UnitIndex, content_tokens, term_hashes
+
+Status = Literal["matched", "candidate", "unresolved"]
+TABLE_FILE = "calibration.json"
+_BROAD = re.compile(
+    r"\b(summari[sz]\w*|discuss\w*|talk\w* about|opinions?|think|thought|views?|why|reasons?|how did|"
+    r"decid\w*|agree\w*|disagree\w*|debat\w*|concern\w*|overall|describe|explain\w*)\b",
+    re.IGNORECASE,
+)
+FOUND_FLOOR = 0.35
+"""Below this share of the slot's weight found anywhere in the artifact the slot is unresolved."""
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the locate saw of one slot (see the module docstring); all in [0, ~1]."""
+
+    found: float
+    best: float
+    shown: float
+    top: float
+    margin: float
+    ahead: float
+    spread: float
+    passages: float
+    terms: float
+    broad: float
+
+    def vector(self) -> list[float]:
+        return list(astuple(self))
+
+
+NAMES = tuple(Signals.__dataclass_fields__)
+
+
+def signals(index: UnitIndex, slot: str, raw: Scores | None, passages: Sequence[str]) -> Signals:
+    """The signals of one slot, from its raw unit scores and the text of its passages (best first)."""
+    stems = sorted(content_tokens(slot))
+    weights = index.term_weights(term_hashes(stems)) if stems else np.zeros(0)
+    total = float(weights.sum()) or 1.0
+    present = weights * (index.term_presence(term_hashes(stems)) if stems else np.zeros(0))
+    found = float(present.sum()) / total
+    best = _share(stems, weights, passages[:1], total)
+    shown = _share(stems, weights, passages, total)
+    top, margin, ahead, spread = _top(raw, total)
+    return Signals(found, best, shown, top, margin, ahead, spread, min(len(passages), 10) / 10,
+                   min(len(stems), 10) / 10, float(bool(_BROAD.search(slot))))
+
+
+def _share(stems: list[str], weights: np.ndarray, passages: Sequence[str], total: float) -> float:
+    held = set().union(*(content_tokens(p) for p in passages)) if passages else set()
+    return float(sum(w for s, w in zip(stems, weights.tolist(), strict=True) if s in held)) / total
+
+
+def _top(raw: Scores | None, total: float) -> tuple[float, float, float, float]:
+    """(top, margin, ahead, spread) of the raw unit scores."""
+    if raw is None or not len(raw) or float(raw.max()) <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    ranked = np.sort(raw)[::-1]
+    first, second = float(ranked[0]), float(ranked[min(1, len(ranked) - 1)])
+    fifth = float(ranked[min(4, len(ranked) - 1)])
+    scoring = ranked[ranked > 0]
+    spread = (first - float(scoring.mean())) / (float(scoring.std()) + 1e-9) if len(scoring) > 1 else 0.0
+    return min(first / total, 2.0), (first - fifth) / first, (first - second) / first, min(spread, 10.0) / 10
+
+
+@dataclass(frozen=True)
+class Model:
+    """A logistic model over the signals and the two thresholds that name the states."""
+
+    weights: tuple[float, ...]
+    bias: float
+    matched: float
+    candidate: float
+
+    def probability(self, sig: Signals) -> float:
+        z = self.bias + sum(w * x for w, x in zip(self.weights, sig.vector(), strict=True))
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+
+@cache
+def shipped_model() -> Model:
+    """The calibrated model shipped in ``readers/calibration.json``."""
+    table = orjson.loads(resources.files("readers").joinpath(TABLE_FILE).read_bytes())
+    entry = table["coverage"]
+    return Model(tuple(float(entry["weights"][n]) for n in NAMES), float(entry["bias"]),
+                 float(entry["matched"]), float(entry["candidate"]))
+
+
+def status_of(
+    sig: Signals, shown_any: bool, model: Model | None = None, verbatim: bool = False
+) -> tuple[Status, float]:
+    """The state a slot earns, with its probability: unresolved with nothing shown or a need the artifact
+    mostly lacks (``verbatim``: the passages hold the slot's words as written, whatever the index saw)."""
+    chosen = model or shipped_model()
+    p = chosen.probability(sig)
+    if not shown_any or (sig.found < FOUND_FLOOR and not verbatim) or p < chosen.candidate:
+        return "unresolved", p
+    return ("matched" if p >= chosen.matched else "candidate"), p
+
+
+def judge(slot: str, sig: Signals, anchors: Sequence[str], closest: Sequence[str],
+          verbatim: bool = False) -> SlotCoverage:
+    """The slot's coverage: matched or candidate with its anchors, else unresolved with the closest units."""
+    status, p = status_of(sig, bool(anchors), verbatim=verbatim)
+    if status == "unresolved":
+        return SlotCoverage(slot, "unresolved", candidates=tuple(closest[:3]), confidence=round(p, 3),
+                            signals=tuple(sig.vector()))
+    return SlotCoverage(slot, status, anchors=tuple(anchors), confidence=round(p, 3), signals=tuple(sig.vector()))
