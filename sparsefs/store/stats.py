@@ -39,7 +39,8 @@ class Stats:
             "fallbacks": 0,
             "previews": 0,
             "exact_results": 0,
-            "chars_exposed": 0,
+            "chars_exposed": 0,  # every character of every pack served: what the agents read
+            "artifact_chars_exposed": 0,  # of which the artifacts' own text (passages, full views)
             "full_view_chars_of_packs": 0,
             **dict.fromkeys(GUARD_COUNTERS, 0),
         }
@@ -58,6 +59,7 @@ class Stats:
             os.write(self._log_fd, line)
             self.counters["packs_served"] += 1
             self.counters["chars_exposed"] += int(entry["exposed"])
+            self.counters["artifact_chars_exposed"] += int(entry.get("artifact_chars", 0))
             self.counters["full_view_chars_of_packs"] += int(entry["L"])
             self.counters["error_packs"] += entry["decision"] == "error"
             self.counters["fallbacks"] += entry["decision"] == "fallback"
