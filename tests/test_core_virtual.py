@@ -352,3 +352,10 @@ def test_a_process_holding_a_pack_sees_its_size_by_path_too(core: Core) -> None:
     core.caller_pid = lambda: 7
     assert core.getattr(path)["st_size"] != len(served)  # another process sees the new pack
     core.release(path, handle.fh)
+
+
+def test_the_selectors_configuration_reaches_json_and_verbose_packs(core: Core) -> None:
+    pack = pack_json(core, f"/{REPORT}@intent=revenue growth 2023")
+    assert pack.configuration and "p_valid" in pack.configuration
+    verbose = read_virtual(core, f"/{REPORT}@intent=revenue growth in 2023&format=verbose").decode()
+    assert "configuration: " in verbose and "configuration" not in read_virtual(core, f"/{REPORT}@intent=growth").decode()

@@ -160,8 +160,9 @@ class Protocol:
                 episode.method = selection.method
             served = self._sparse(artifact, request, episode, flags, replace(resolved, method=episode.method))
         self.chooser.record(episode.id, selection, served.exposed_chars)
-        if selection is not None:
+        if selection is not None:  # shown by JSON and verbose only: the text (and what the Gate counted) stays
             served.pack.configuration = selection.describe()
+            served = replace(served, text=served_as(served.pack, served.text, request.format))
         return served
 
     def _ensure(self, artifact: Artifact, action: str, objective: str) -> Episode:
