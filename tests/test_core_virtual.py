@@ -358,4 +358,5 @@ def test_the_selectors_configuration_reaches_json_and_verbose_packs(core: Core) 
     pack = pack_json(core, f"/{REPORT}@intent=revenue growth 2023")
     assert pack.configuration and "p_valid" in pack.configuration
     verbose = read_virtual(core, f"/{REPORT}@intent=revenue growth in 2023&format=verbose").decode()
-    assert "configuration: " in verbose and "configuration" not in read_virtual(core, f"/{REPORT}@intent=growth").decode()
+    compact = read_virtual(core, f"/{REPORT}@intent=growth").decode()
+    assert "configuration: " in verbose and "configuration" not in compact
