@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -17,7 +18,7 @@ from sparsefs.artifacts.bounded import Bounds
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.fuse import backends
 from sparsefs.fuse.mounts import find_mount, is_stale, unmount
-from sparsefs.guard.policy import DEFAULT_THRESHOLD, KIND_EXTENSIONS, Guard, GuardConfig
+from sparsefs.guard.policy import DEFAULT_THRESHOLD, Guard, GuardConfig
 from sparsefs.source.freshness import Freshness
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.parsed import ParsedStore, open_store
@@ -49,7 +50,7 @@ class MountPlan:
     guard_pids: tuple[int, ...] = ()  # sparsefs.guard.policy: these processes and their descendants are guarded
     guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
     guard_threshold: int = DEFAULT_THRESHOLD  # full-view characters above which a guarded plain read is carded
-    guard_kinds: tuple[str, ...] = ()  # sparsefs.guard.policy KIND_EXTENSIONS names; () means all
+    guard_kinds: tuple[str, ...] = ()  # guard kind names (readers.registry); () means all
 
     @property
     def in_place(self) -> bool:
@@ -177,8 +178,9 @@ def _guard(plan: MountPlan, core: Core) -> Guard | None:
     """The plain-read guard, when the mount names processes to guard."""
     if not plan.guard_pids and not plan.guard_comms:
         return None
-    kinds = frozenset(plan.guard_kinds or KIND_EXTENSIONS)
-    config = GuardConfig(frozenset(plan.guard_pids), frozenset(plan.guard_comms), plan.guard_threshold, kinds)
+    config = GuardConfig(frozenset(plan.guard_pids), frozenset(plan.guard_comms), plan.guard_threshold)
+    if plan.guard_kinds:
+        config = dataclasses.replace(config, kinds=frozenset(plan.guard_kinds))
     return Guard(config, core.root, core.protocol, core.stats, str(plan.mountpoint))
 
 
