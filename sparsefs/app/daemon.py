@@ -19,11 +19,14 @@ from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.fuse import backends
 from sparsefs.fuse.mounts import find_mount, is_stale, unmount
 from sparsefs.guard.policy import DEFAULT_THRESHOLD, Guard, GuardConfig
+from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.intents import persisted_session
 from sparsefs.source.freshness import Freshness
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.parsed import ParsedStore, open_store
 from sparsefs.store.state import StateDB, StateDirBusy, StateLock
 from sparsefs.store.stats import Stats
+from sparsefs.vfs.binding import NULL, Binding, LateBinding
 from sparsefs.vfs.core import Core
 from sparsefs.vfs.watcher import watch_source
 
@@ -128,14 +131,15 @@ def run(plan: MountPlan) -> int:
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
     write_info(plan.state_dir, MountInfo(os.getpid(), str(plan.source), str(plan.mountpoint), root.fd,
                                          str(plan.state_dir)))
-    core = build_core(root, plan.state_dir, plan.backend, plan.session_intent)
-    core.guard = _guard(plan, core)
+    binding = LateBinding()  # the backend attaches once it speaks to the kernel
+    core = build_core(root, plan.state_dir, plan.backend, plan.session_intent, guard=_guard_config(plan),
+                      mountpoint=str(plan.mountpoint), binding=binding)
     watcher = _start_watcher(plan, core)
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
-    readiness = Readiness(core)  # Type=notify: READY=1 once the mount answers
+    readiness = Readiness(binding, plan.backend)  # Type=notify: READY=1 once the mount answers
     try:
-        serve(core, str(plan.mountpoint), plan.allow_other)
+        serve(core, binding, str(plan.mountpoint), plan.allow_other)
     finally:
         readiness.stopping()
         if watcher is not None:
@@ -147,14 +151,19 @@ def run(plan: MountPlan) -> int:
 
 
 def build_core(root: SourceRoot, state_dir: Path, backend: str, session_intent: str | None = None,
-               artifacts: ArtifactCache | None = None) -> Core:
+               artifacts: ArtifactCache | None = None, guard: GuardConfig | None = None, mountpoint: str = "",
+               binding: Binding = NULL) -> Core:
     """The Core every surface serves through (a mount, ``sparsefs read``, the API, MCP), built one way: the
     state database, parsed store and pack log of ``state_dir``, and the parse bounds of the environment
-    (sparsefs.artifacts.bounded). ``artifacts``: a cache kept warm across cores (MCP); it must read ``root``."""
+    (sparsefs.artifacts.bounded). ``artifacts``: a cache kept warm across cores (MCP); it must read ``root``.
+    ``guard``: the plain-read guard of a mount at ``mountpoint``; ``binding``: the backend's side."""
     stats = Stats(state_dir / "log.jsonl", backend=backend)
     if artifacts is None:
         artifacts = build_artifacts(root, state_dir)
-    return Core(root, stats, state=_open_state(state_dir), session_intent=session_intent, artifacts=artifacts)
+    state = _open_state(state_dir)
+    protocol = Protocol(artifacts, state=state, session=persisted_session(state, session_intent))
+    guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
+    return Core(root, stats, protocol, state, guard=guarding, binding=binding)
 
 
 def build_artifacts(root: SourceRoot, state_dir: Path) -> ArtifactCache:
@@ -174,14 +183,14 @@ def close_core(core: Core, keep_artifacts: bool = False) -> None:
         core.state.close()
 
 
-def _guard(plan: MountPlan, core: Core) -> Guard | None:
-    """The plain-read guard, when the mount names processes to guard."""
+def _guard_config(plan: MountPlan) -> GuardConfig | None:
+    """What the plain-read guard cards, when the mount names processes to guard."""
     if not plan.guard_pids and not plan.guard_comms:
         return None
     config = GuardConfig(frozenset(plan.guard_pids), frozenset(plan.guard_comms), plan.guard_threshold)
     if plan.guard_kinds:
         config = dataclasses.replace(config, kinds=frozenset(plan.guard_kinds))
-    return Guard(config, core.root, core.protocol, core.stats, str(plan.mountpoint))
+    return config
 
 
 def _open_state(state_dir: Path) -> StateDB | None:

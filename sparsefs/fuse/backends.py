@@ -11,6 +11,7 @@ import functools
 import os
 from collections.abc import Callable
 
+from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
 CHOICES = ("auto", "kernel", "mfusepy")
@@ -55,8 +56,11 @@ def choose(requested: str) -> tuple[str, str]:
     return "kernel", "kernel passthrough available"
 
 
-def server(backend: str, readers: int = 1, spin_us: int | None = None) -> Callable[[Core, str, bool], None]:
-    """The serve(core, mountpoint, allow_other) function of a backend, imported on demand."""
+Serve = Callable[[Core, LateBinding, str, bool], None]
+
+
+def server(backend: str, readers: int = 1, spin_us: int | None = None) -> Serve:
+    """The serve(core, binding, mountpoint, allow_other) function of a backend, imported on demand."""
     if backend == "kernel":
         from sparsefs.fuse.kernel.session import DEFAULT_SPIN_US
         from sparsefs.fuse.kernel.session import serve as serve_kernel
