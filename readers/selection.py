@@ -47,6 +47,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from readers.ops import OPERATIONS
+
 ArtifactType = Literal["text", "structured", "collection"]
 SizeBand = Literal["<=8K", "8K-32K", ">32K"]
 IntentType = Literal["selective-fact", "cross-file", "exact-computation", "verbatim", "summary"]
@@ -69,7 +71,7 @@ TABLE_FILE = "calibration.json"
 SMALL_BAND = 8 * 1024
 MEDIUM_BAND = 32 * 1024
 
-EXACT_ACTIONS = frozenset({"sum", "mean", "min", "max", "count", "distinct", "rows", "path", "filter"})
+EXACT_ACTIONS = OPERATIONS  # every exact operation of readers.ops
 _VERBATIM = re.compile(
     r"\b(quote|quoted|quotes|quoting|verbatim|exact(?:ly)?\s+(?:wording|words|text|phrase|sentence)"
     r"|word[\s-]+for[\s-]+word|literal(?:ly)?\s+text)\b",  # not quote marks: agents quote terms, not requests
