@@ -175,6 +175,20 @@ class Parsed:
 
 
 @dataclass(frozen=True)
+class Glance:
+    """What a bounded look at an unparsed file found, for a decision that cannot wait for a parse (the guard).
+
+    ``estimate`` is the full view's length, estimated (to decide only); ``facts`` and ``preview`` are what
+    the look can say for sure (pages, a first page's text). A Reader offers one through its registration's
+    ``probe``: a function ``(path, size) -> Glance`` given a path to a file the caller opened, confined.
+    """
+
+    estimate: int
+    facts: str
+    preview: str
+
+
+@dataclass(frozen=True)
 class CostProfile:
     """What serving this family costs, for the selector (issue 6) and the docs.
 
@@ -196,7 +210,9 @@ class Reader(ABC):
     ``operations`` are the exact operations of :mod:`readers.ops` it answers in
     :meth:`operate`; ``methods`` the location methods its ``locate`` honours
     (the selector of issue 6 only picks among these); ``magic`` are byte prefixes that identify the family
-    whatever the file is called.
+    whatever the file is called. What the control plane knows about a Reader without importing it (its
+    extensions and magic again, isolation, persisted types, guard kind...) is its registration in
+    ``readers.registry``; ``name``, ``extensions`` and ``magic`` must match it (the conformance suite checks).
     """
 
     name: str = "reader"

@@ -47,6 +47,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from readers.ops import OPERATIONS
+
 ArtifactType = Literal["text", "structured", "collection"]
 SizeBand = Literal["<=8K", "8K-32K", ">32K"]
 IntentType = Literal["selective-fact", "cross-file", "exact-computation", "verbatim", "summary"]
@@ -69,10 +71,7 @@ TABLE_FILE = "calibration.json"
 SMALL_BAND = 8 * 1024
 MEDIUM_BAND = 32 * 1024
 
-_TEXT_KINDS = frozenset({"text", "markdown", "pdf", "html", "code", "config"})
-_STRUCTURED_KINDS = frozenset({"table", "csv", "tsv", "xlsx", "json", "jsonl", "log", "logs", "data"})
-_COLLECTION_KINDS = frozenset({"folder", "collection", "directory"})
-EXACT_ACTIONS = frozenset({"sum", "mean", "min", "max", "count", "distinct", "rows", "path", "filter"})
+EXACT_ACTIONS = OPERATIONS  # every exact operation of readers.ops
 _VERBATIM = re.compile(
     r"\b(quote|quoted|quotes|quoting|verbatim|exact(?:ly)?\s+(?:wording|words|text|phrase|sentence)"
     r"|word[\s-]+for[\s-]+word|literal(?:ly)?\s+text)\b",  # not quote marks: agents quote terms, not requests
@@ -136,16 +135,6 @@ EXACT = Configuration("exact", "exact-result")
 # -- request groups ----------------------------------------------------------------
 
 
-def artifact_type(kind: str) -> ArtifactType:
-    """text | structured | collection from a Reader name or parsed kind (unknown kinds read as text)."""
-    lowered = kind.lower()
-    if lowered in _COLLECTION_KINDS:
-        return "collection"
-    if lowered in _STRUCTURED_KINDS:
-        return "structured"
-    return "text"
-
-
 def size_band(full_view_chars: int) -> SizeBand:
     """<=8K | 8K-32K | >32K characters of the full view (K = 1,024)."""
     if full_view_chars <= SMALL_BAND:
@@ -175,9 +164,9 @@ def intent_type(action: str, text: str, is_folder: bool) -> IntentType:
     return "selective-fact"
 
 
-def group_of(kind: str, full_view_chars: int, action: str, text: str) -> RequestGroup:
-    """The request group of one read."""
-    artifact = artifact_type(kind)
+def request_group(artifact: ArtifactType, full_view_chars: int, action: str, text: str) -> RequestGroup:
+    """The request group of one read of an artifact of this type (``readers.registry.group_of`` finds the
+    type of a parsed kind: which kinds are text or structured is each Reader's registration)."""
     return RequestGroup(artifact, size_band(full_view_chars), intent_type(action, text, artifact == "collection"))
 
 

@@ -84,7 +84,7 @@ class TextReader(Reader):
     """Plain text, markdown and source files; any UTF-8 file without NUL bytes."""
 
     name = "text"
-    extensions = frozenset({".txt", ".md", ".markdown", ".rst", ".log", ""} | _CODE | _CONFIG | _DATA)
+    # no extensions: the registry's fallback, for any UTF-8 file no other Reader takes
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     methods = frozenset(METHODS)
     max_bytes = 32 * 1024 * 1024

@@ -57,6 +57,7 @@ from readers.folder import FolderReader  # noqa: E402
 from readers.jsondata.reader import JsonReader  # noqa: E402
 from readers.ops import build_operation  # noqa: E402
 from readers.pdf.reader import PdfReader  # noqa: E402
+from readers.registry import group_of  # noqa: E402
 from readers.selection import (  # noqa: E402
     EXACT,
     MIN_REQUESTS,
@@ -66,7 +67,6 @@ from readers.selection import (  # noqa: E402
     Configuration,
     RequestGroup,
     Selector,
-    group_of,
     table_from_json,
 )
 from readers.table.reader import TableReader  # noqa: E402

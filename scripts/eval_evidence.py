@@ -66,8 +66,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 from bench_intent import Window, coverage, widen  # noqa: E402
 
 from readers.base import Parsed, Reader, ReadIntent  # noqa: E402
+from readers.registry import group_of  # noqa: E402
 from readers.retrieval.methods import dense_module  # noqa: E402
-from readers.selection import SNIPPETS, Choice, group_of  # noqa: E402
+from readers.selection import SNIPPETS, Choice  # noqa: E402
 from readers.text import TextReader  # noqa: E402
 from sparsefs.artifacts.cache import ArtifactCache  # noqa: E402
 from sparsefs.protocol.access import DEFAULT_PACK_CHARS, Protocol  # noqa: E402

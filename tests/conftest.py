@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.fuse.backends import kernel_backend_blocker
+from sparsefs.fuse import backends
 from tests import mountutil
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATA = SHARED / "data"
 DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
-BACKENDS = ("kernel", "mfusepy")
-KERNEL_BLOCKER = kernel_backend_blocker()
+BACKENDS = tuple(row.name for row in backends.BACKENDS)  # every row of the backend table
 HANG_GUARD_S = 120.0  # no single mount test comes close; past this the daemon is hung
 _PACK_HEAD = re.compile(rb"^[^\n]*@[^\n]*( [0-9a-f]{8} \xc2\xb7 |: error: )")
 
@@ -43,12 +42,18 @@ def workspace(tmp_path: Path) -> Path:
     return src
 
 
+def skip_unless_available(name: str) -> str:
+    """Skip the test when backend ``name`` cannot run here (its row's blocker says why)."""
+    blocker = backends.backend_named(name).blocker()
+    if blocker:
+        pytest.skip(f"{name} backend unavailable here: {blocker}")
+    return name
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    """Every mount test runs on both FUSE backends."""
-    if request.param == "kernel" and KERNEL_BLOCKER:
-        pytest.skip(f"kernel backend unavailable here: {KERNEL_BLOCKER}")
-    return str(request.param)
+    """Every mount test runs on every FUSE backend."""
+    return skip_unless_available(str(request.param))
 
 
 @pytest.fixture

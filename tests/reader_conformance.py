@@ -4,6 +4,13 @@ Subclass :class:`ReaderConformance` in ``tests/test_<family>_reader.py``, set
 ``reader`` and implement ``samples``, ``malformed`` and ``check_faithful``;
 pytest collects the inherited tests. What it checks, for every Reader:
 
+- its registration (``readers.registry``, the one place the control plane reads
+  a Reader's metadata from) matches its class: target, name, extensions and
+  magic; the registry routes its samples to it; the parsed kinds it emits and
+  the binary extensions are declared; its distributions are installed;
+- a parse survives the parsed store (``sparsefs.store.parsed``: the classes it
+  holds are among those it registers as persisted) and serves the same
+  preview and evidence after the round trip;
 - it declares what it handles (extensions or magic, actions, operations);
 - it accepts its own samples, and parsing is deterministic;
 - the full view is faithful to the source (the Reader-specific check);
@@ -28,10 +35,13 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from importlib import metadata
+from pathlib import Path
 
 import pytest
+import xxhash
 
-from readers import ops
+from readers import ops, registry
 from readers.base import BadAnchor, Batch, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
 
 MISSING = "no_such_field_zq9"
@@ -74,6 +84,8 @@ class ReaderConformance:
     reader: Reader
     time_bound_s: float = 10.0
     budgets: tuple[int, ...] = (300, 1500)
+    routed: bool = True  # the registry picks this Reader for its samples by name and head (not a folder)
+    stored: bool = True  # its parses go to the parsed store (a folder's stay in memory)
 
     def samples(self) -> list[Sample]:
         raise NotImplementedError
@@ -107,13 +119,54 @@ class ReaderConformance:
 
     # -- declarations ----------------------------------------------------------------
 
+    def registration(self) -> registry.Registration:
+        found = registry.named(self.reader.name)
+        assert found is not None, f"no registration named {self.reader.name!r}: add one line to readers/registry.py"
+        return found
+
     def test_declares_what_it_handles(self) -> None:
-        reader = self.reader
+        reader, registration = self.reader, self.registration()
         assert reader.name and reader.name != "reader"
-        assert reader.extensions or reader.magic
+        assert registration.extensions or registration.magic or registration.sniffer or registration.fallback
         assert {"intent", "scout", "focus", "full", "raw"} <= reader.actions <= PROTOCOL_ACTIONS
         assert reader.operations <= ops.OPERATIONS
         assert reader.cost.parse_ms_per_mb > 0
+
+    # -- the registration ------------------------------------------------------------
+
+    def test_registration_matches_its_class(self) -> None:
+        registration = self.registration()
+        assert registry.resolve(registration.target, registration) is type(self.reader)
+        assert (registration.extensions, registration.magic) == (self.reader.extensions, self.reader.magic)
+        assert registration.binary <= registration.extensions | registration.guarded_extensions
+        for dist in registration.dists:
+            assert metadata.version(dist), dist
+
+    def test_the_registry_routes_its_samples_to_it(self) -> None:
+        if not self.routed:
+            pytest.skip("not chosen by name and head")
+        for sample in self.samples():
+            chosen = registry.select(sample.name, sample.data[:8192])
+            assert type(chosen) is type(self.reader), (sample.name, chosen.name)
+
+    def test_declares_its_kinds_and_binary_formats(self) -> None:
+        registration = self.registration()
+        for sample, parsed in self.parsed_samples():
+            assert parsed.kind in registration.kinds, f"{sample.name}: kind {parsed.kind!r} is not registered"
+            if registry.extension_of(sample.name) in registration.binary:
+                with pytest.raises(UnicodeDecodeError):
+                    sample.data.decode("utf-8")
+
+    def test_parse_survives_the_store(self, tmp_path: Path) -> None:
+        if not self.stored:
+            pytest.skip("its parses are not stored")
+        for sample, parsed in self.parsed_samples():
+            self.locate(sample, parsed, 1500)  # lazily built indexes are stored too
+            restored = _round_trip(parsed, sample, self.reader.name, tmp_path)
+            assert (restored.full_view, restored.kind) == (parsed.full_view, parsed.kind), sample.name
+            assert self.reader.preview(restored, 2000) == self.reader.preview(parsed, 2000), sample.name
+            again, first = self.locate(sample, restored, 1500), self.locate(sample, parsed, 1500)
+            assert [(i.anchor, i.text) for i in again.items] == [(i.anchor, i.text) for i in first.items]
 
     def test_accepts_its_samples(self) -> None:
         for sample in self.samples():
@@ -270,6 +323,29 @@ class ReaderConformance:
                 finally:
                     assert time.monotonic() - started < self.time_bound_s, (sample.name, variant)
                 self.check_bounded(batch, 600, f"{sample.name} {variant}")
+
+
+def _round_trip(parsed: Parsed, sample: Sample, reader: str, state: Path) -> Parsed:
+    """``parsed`` saved to a parsed store, the store closed, and loaded back by a new one (a remount)."""
+    from sparsefs.artifacts.cache import variant
+    from sparsefs.store import serial
+    from sparsefs.store.parsed import open_store
+
+    try:
+        serial.encode(parsed.data, {id(parsed.full_view): "full_view"})
+    except serial.Unserializable as err:
+        pytest.fail(f"{sample.name}: {err}; declare the class in its registration's persists")
+    key = (xxhash.xxh3_128_hexdigest(sample.data), f"{reader}-{variant(sample.name)}")
+    store = open_store(state)
+    store.save(*key, parsed, parse_seconds=60.0)
+    store.close()
+    again = open_store(state)
+    try:
+        restored = again.load(*key)
+    finally:
+        again.close()
+    assert restored is not None, f"{sample.name}: the stored parse did not load back"
+    return restored
 
 
 def _hostile(operation: ops.Operation) -> tuple[list[ops.Operation], list[ops.Operation]]:

@@ -108,7 +108,7 @@ def test_in_process_reads_use_the_daemons_core_and_keep_warm(workspace: Path, tm
     with ws:
         assert ws._held is not None and ws._held.local is not None
         artifacts = ws._held.local.core.artifacts
-        assert artifacts.bounds is not None and artifacts.bounds.seconds == 7  # daemon.build_core's bounds
+        assert artifacts.bounds is not None and artifacts.bounds.seconds == 7  # compose.build_core's bounds
         ws.ask("annual-report.md", "intent", "R&D")
         parses = artifacts.parses
     assert ws.ask("annual-report.md", "refine", "staff").route == "in-process"

@@ -20,13 +20,35 @@ from tests.conftest import DEMO
 REPORT = "annual-report.md"
 
 
+class FakeBinding:
+    """A binding (sparsefs.vfs.binding) as a test drives it: a settable caller, recorded invalidations."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.invalidated: list[str] = []
+
+    def caller_pid(self) -> int | None:
+        return self.pid
+
+    def invalidate(self, path: str) -> None:
+        self.invalidated.append(path)
+
+    def ready_since(self) -> float | None:
+        return None
+
+
 @pytest.fixture
-def core(tmp_path: Path) -> Iterator[Core]:
+def binding() -> FakeBinding:
+    return FakeBinding()
+
+
+@pytest.fixture
+def core(tmp_path: Path, binding: FakeBinding) -> Iterator[Core]:
     src = tmp_path / "src"
     shutil.copytree(DEMO, src)
     root = SourceRoot.open(str(src))
     stats = Stats(tmp_path / "state" / "log.jsonl")
-    yield Core(root, stats)
+    yield Core(root, stats, binding=binding)
     stats.close()
     root.close()
 
@@ -315,9 +337,8 @@ def test_a_batch_that_does_not_fit_falls_back_to_the_full_view_once(core: Core) 
     assert new.episode != first.episode
 
 
-def test_open_after_an_unannounced_change_makes_the_kernel_ask_again(core: Core) -> None:
-    invalidated: list[str] = []
-    core.invalidate_kernel = invalidated.append
+def test_open_after_an_unannounced_change_makes_the_kernel_ask_again(core: Core, binding: FakeBinding) -> None:
+    invalidated = binding.invalidated
     path = f"/{REPORT}@intent=gross margin"
     old_size = core.getattr(path)["st_size"]
     with open(Path(core_src(core)) / REPORT, "a") as f:  # the watcher has not reported this yet
@@ -329,9 +350,8 @@ def test_open_after_an_unannounced_change_makes_the_kernel_ask_again(core: Core)
     core.release(path, handle.fh)
 
 
-def test_raw_size_follows_changes_of_its_file(core: Core) -> None:
-    invalidated: list[str] = []
-    core.invalidate_kernel = invalidated.append
+def test_raw_size_follows_changes_of_its_file(core: Core, binding: FakeBinding) -> None:
+    invalidated = binding.invalidated
     assert core.getattr("/notes.txt@raw")["st_size"] == (Path(core_src(core)) / "notes.txt").stat().st_size
     handle = core.open("/notes.txt", os.O_WRONLY | os.O_APPEND)
     core.write("/notes.txt", b"appended\\n", 0, handle.fh)
@@ -340,8 +360,8 @@ def test_raw_size_follows_changes_of_its_file(core: Core) -> None:
     assert read_virtual(core, "/notes.txt@raw") == (Path(core_src(core)) / "notes.txt").read_bytes()
 
 
-def test_a_process_holding_a_pack_sees_its_size_by_path_too(core: Core) -> None:
-    core.caller_pid = lambda: 4242
+def test_a_process_holding_a_pack_sees_its_size_by_path_too(core: Core, binding: FakeBinding) -> None:
+    binding.pid = 4242
     path = f"/{REPORT}@intent=gross margin"
     handle = core.open(path, os.O_RDONLY)
     served = core.read(path, 1 << 20, 0, handle.fh)
@@ -349,7 +369,7 @@ def test_a_process_holding_a_pack_sees_its_size_by_path_too(core: Core) -> None:
         f.write("\\nThe gross margin plan adds more gross margin words here.\\n")
     core.on_source_change(REPORT)
     assert core.getattr(path)["st_size"] == len(served)  # fstat arrives as a path getattr
-    core.caller_pid = lambda: 7
+    binding.pid = 7
     assert core.getattr(path)["st_size"] != len(served)  # another process sees the new pack
     core.release(path, handle.fh)
 

@@ -67,6 +67,8 @@ _TEXT_FILES = {k: v for k, v in FOLDER.items() if k != "bin.dat"}
 
 class TestFolderConformance(ReaderConformance):
     reader = FolderReader()
+    routed = False  # a directory is chosen by stat, never by name (sparsefs.artifacts.cache)
+    stored = False  # its parse lives in memory only; its members' parses are stored
 
     def samples(self) -> list[Sample]:
         return [

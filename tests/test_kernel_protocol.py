@@ -20,6 +20,7 @@ from sparsefs.fuse.kernel.session import Session
 from sparsefs.fuse.kernel.standby import Standby
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.stats import Stats
+from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
 # ---- struct layouts (sizes from include/uapi/linux/fuse.h, 7.40) -------------
@@ -182,7 +183,9 @@ def session_over(tmp_path: Path, files: dict[str, str], device: FakeDevice) -> I
         (src / name).write_text(text)
     root = SourceRoot.open(str(src))
     stats = Stats(tmp_path / "state" / "log.jsonl", backend="kernel")
-    session = Session(Core(root, stats), str(tmp_path / "mnt"), device=device)  # type: ignore[arg-type]
+    binding = LateBinding()
+    session = Session(Core(root, stats, binding=binding), binding, str(tmp_path / "mnt"),
+                      device=device)  # type: ignore[arg-type]
     try:
         yield session
     finally:
@@ -292,7 +295,9 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
     root = SourceRoot.open(str(src))
     stats = Stats(tmp_path / "state" / "log.jsonl", backend="kernel")
     device = GrantingDevice()
-    session = Session(Core(root, stats), str(tmp_path / "mnt"), device=device)  # type: ignore[arg-type]
+    binding = LateBinding()
+    session = Session(Core(root, stats, binding=binding), binding, str(tmp_path / "mnt"),
+                      device=device)  # type: ignore[arg-type]
     files = session.ops.files
     files.passthrough, files.idle_limit = True, 2
     try:

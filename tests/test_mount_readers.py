@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests import mountutil
-from tests.conftest import BACKENDS, DATA, HANG_GUARD_S, KERNEL_BLOCKER, _check_clean
+from tests.conftest import BACKENDS, DATA, HANG_GUARD_S, _check_clean, skip_unless_available
 
 Mount = mountutil.Mount
 ERROR_PACK_BOUND_S = 10.0
@@ -88,8 +88,7 @@ def _shared_strings_bomb() -> bytes:
 @pytest.fixture(scope="module", params=BACKENDS)
 def mount(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
     """One mount per backend for the whole module."""
-    if request.param == "kernel" and KERNEL_BLOCKER:
-        pytest.skip(f"kernel backend unavailable here: {KERNEL_BLOCKER}")
+    skip_unless_available(str(request.param))
     base = tmp_path_factory.mktemp("readers")
     src, mnt = base / "src", base / "mnt"
     src.mkdir()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from readers import selection
+from readers.registry import group_of
 from readers.selection import (
     EXACT,
     FULL_VIEW,
@@ -22,7 +23,6 @@ from readers.selection import (
     CostBook,
     RequestGroup,
     Selector,
-    group_of,
     intent_type,
     load_table,
     parse_table,

@@ -16,11 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
-
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.source.rootfs import SourceRoot
-from tests.conftest import KERNEL_BLOCKER
+from tests.conftest import skip_unless_available
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_soak.py"
 SECONDS = 600.0 if os.environ.get("SPARSEFS_LONG") == "1" else 15.0
@@ -51,8 +49,7 @@ def test_a_file_saved_again_and_again_keeps_one_parse_in_memory(tmp_path: Path) 
 
 
 def test_eight_agents_with_sources_edited_underneath() -> None:
-    if KERNEL_BLOCKER:
-        pytest.skip(f"kernel backend unavailable here: {KERNEL_BLOCKER}")
+    skip_unless_available("kernel")
     spec = importlib.util.spec_from_file_location("bench_soak", SCRIPT)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)

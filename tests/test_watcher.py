@@ -54,9 +54,7 @@ def core(tree: Path, tmp_path: Path) -> Iterator[tuple[Core, Recorder]]:
     recorder = Recorder()
     made.on_source_change = recorder  # type: ignore[method-assign]
     yield made, recorder
-    guard = freshness.guard_of(made)
-    if guard is not None:
-        guard.stop()
+    made.freshness.stop()
     stats.close()
     root.close()
 
@@ -122,34 +120,46 @@ def test_the_first_reason_stays_and_a_second_switch_is_refused(tree: Path) -> No
 
 def test_hooks_only_act_in_on_access_mode(tree: Path) -> None:
     guard, recorder = fresh_for(tree)
-    owner = object()
-    freshness.attach(owner, guard)
     try:
         guard.watching(lambda: 5, lambda: None)
-        freshness.check_core_open(owner, "a/b/f.txt")
+        guard.check_open("a/b/f.txt")
         assert guard.checks == 0
         guard.check_on_access("limit", caches_may_be_stale=True)
-        freshness.check_core_open(owner, "a/b/f.txt")
+        guard.check_open("a/b/f.txt")
         assert guard.checks == 1 and recorder.changes == ["a/b/f.txt"]
     finally:
         guard.stop()
-    assert freshness.guard_of(owner) is None
+
+
+def test_each_core_has_its_own_freshness(core: tuple[Core, Recorder], tmp_path: Path, tree: Path) -> None:
+    """No module-level table keyed by the core: a second core (an MCP call beside a mount) is unaffected."""
+    made, recorder = core
+    root = SourceRoot.open(str(tree))
+    other = Core(root, Stats(tmp_path / "other" / "log.jsonl"))
+    try:
+        made.freshness.check_on_access("--no-watch: test", caches_may_be_stale=True)
+        assert other.freshness.mode == "off"
+        handle = made.open("/a/b/f.txt", os.O_RDONLY)
+        made.release("/a/b/f.txt", handle.fh)
+        assert recorder.changes == ["a/b/f.txt"] and other.freshness.checks == 0
+    finally:
+        other.stats.close()
+        root.close()
 
 
 def test_kernel_hook_lets_go_of_a_replaced_file(tree: Path) -> None:
     guard, _ = fresh_for(tree)
     let_go: list[object] = []
-    files = SimpleNamespace(core=object(), nodes=SimpleNamespace(path=lambda nodeid: "/a/b/f.txt"),
+    files = SimpleNamespace(nodes=SimpleNamespace(path=lambda nodeid: "/a/b/f.txt"),
                             gone_from_tree=let_go.append)
-    freshness.attach(files.core, guard)
     try:
         guard.check_on_access("--no-watch: test")
         node = SimpleNamespace(nodeid=7, ino=(tree / "a" / "b" / "f.txt").stat().st_ino)
-        freshness.check_kernel_open(files, node)
+        freshness.check_kernel_open(guard, files, node)
         assert let_go == []
         (tree / "new.txt").write_text("x")
         os.replace(tree / "new.txt", tree / "a" / "b" / "f.txt")
-        freshness.check_kernel_open(files, node)
+        freshness.check_kernel_open(guard, files, node)
         assert let_go == [node]
     finally:
         guard.stop()
@@ -220,8 +230,8 @@ def test_a_late_directory_that_cannot_be_watched_switches_and_unwatches(
     assert "'late'" in guard.reason
     assert wait_for(lambda: {t.ident for t in threading.enumerate()} <= before | {threading.get_ident()}, timeout=5)
     recorder.changes.clear()
-    freshness.check_core_open(made, "a/b/f.txt")  # pages may have been cached while watched: suspect once
-    freshness.check_core_open(made, "a/b/f.txt")
+    made.freshness.check_open("a/b/f.txt")  # pages may have been cached while watched: suspect once
+    made.freshness.check_open("a/b/f.txt")
     assert recorder.changes == ["a/b/f.txt"]
 
 

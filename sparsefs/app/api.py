@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
-from sparsefs.app.daemon import default_state_dir
+from sparsefs.app.compose import default_state_dir
 from sparsefs.app.reading import (
     LocalCore,
     Plan,

@@ -13,7 +13,7 @@ from pathlib import Path
 from sparsefs.app import cli_tools
 from sparsefs.app.daemon import MountError, MountPlan, configure_logging, plan_mount, run
 from sparsefs.fuse import backends, mounts
-from sparsefs.guard.policy import DEFAULT_THRESHOLD, KIND_EXTENSIONS, parse_kinds
+from sparsefs.guard.policy import DEFAULT_THRESHOLD, kind_extensions, parse_kinds
 
 READY_TIMEOUT_S = 20.0
 
@@ -121,7 +121,7 @@ def _guard_arguments(mount: argparse.ArgumentParser) -> None:
     mount.add_argument("--guard-comm", action="append", default=[], metavar="NAME,...",
                        help="guard processes with these names (and their descendants)")
     mount.add_argument("--guard-kinds", type=_kinds, default=None, metavar="KIND,...",
-                       help=f"card only these kinds of files (default all: {','.join(KIND_EXTENSIONS)})")
+                       help=f"card only these kinds of files (default all: {_kinds_help()})")
     mount.add_argument("--guard-threshold", type=int, default=DEFAULT_THRESHOLD, metavar="CHARS",
                        help=f"card only files whose full view is longer (default {DEFAULT_THRESHOLD:,})")
 
@@ -131,6 +131,11 @@ def _guard_plan(args: argparse.Namespace, plan: MountPlan) -> MountPlan:
     return dataclasses.replace(plan, guard_pids=tuple(args.guard_pid), guard_comms=comms,
                                guard_threshold=max(0, args.guard_threshold),
                                guard_kinds=tuple(sorted(args.guard_kinds or ())))
+
+
+def _kinds_help() -> str:
+    """'text (.adoc .md ...), html (...)': the guard kinds the registered Readers declare."""
+    return ", ".join(f"{kind} ({' '.join(sorted(exts))})" for kind, exts in kind_extensions().items())
 
 
 def _kinds(text: str) -> frozenset[str]:

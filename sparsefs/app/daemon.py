@@ -1,30 +1,23 @@
-"""Run one mount in the foreground: open the source, build the core, serve."""
+"""Run one mount in the foreground: open the source, build the core (``sparsefs.app.compose``), serve."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import xxhash
-
+from sparsefs.app import compose
+from sparsefs.app.compose import default_state_dir
 from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.app.sdnotify import Readiness
-from sparsefs.artifacts.bounded import Bounds
-from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.fuse import backends
 from sparsefs.fuse.mounts import find_mount, is_stale, unmount
-from sparsefs.guard.policy import DEFAULT_THRESHOLD, KIND_EXTENSIONS, Guard, GuardConfig
-from sparsefs.source.freshness import Freshness
+from sparsefs.guard.policy import DEFAULT_THRESHOLD, GuardConfig
 from sparsefs.source.rootfs import SourceRoot
-from sparsefs.store.parsed import ParsedStore, open_store
-from sparsefs.store.state import StateDB, StateDirBusy, StateLock
-from sparsefs.store.stats import Stats
-from sparsefs.vfs.core import Core
-from sparsefs.vfs.watcher import watch_source
+from sparsefs.store.state import StateDirBusy, StateLock
 
 log = logging.getLogger("sparsefs")
 
@@ -49,16 +42,11 @@ class MountPlan:
     guard_pids: tuple[int, ...] = ()  # sparsefs.guard.policy: these processes and their descendants are guarded
     guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
     guard_threshold: int = DEFAULT_THRESHOLD  # full-view characters above which a guarded plain read is carded
-    guard_kinds: tuple[str, ...] = ()  # sparsefs.guard.policy KIND_EXTENSIONS names; () means all
+    guard_kinds: tuple[str, ...] = ()  # guard kind names (readers.registry); () means all
 
     @property
     def in_place(self) -> bool:
         return self.source == self.mountpoint
-
-
-def default_state_dir(source: Path) -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "sparsefs" / xxhash.xxh64_hexdigest(os.fsencode(source))
 
 
 def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool,
@@ -127,84 +115,35 @@ def run(plan: MountPlan) -> int:
     root = SourceRoot.open(str(plan.source))  # before mounting: in place, the mount hides it
     write_info(plan.state_dir, MountInfo(os.getpid(), str(plan.source), str(plan.mountpoint), root.fd,
                                          str(plan.state_dir)))
-    core = build_core(root, plan.state_dir, plan.backend, plan.session_intent)
-    core.guard = _guard(plan, core)
-    watcher = _start_watcher(plan, core)
+    mounted = compose.mount(root, plan.state_dir, plan.backend, str(plan.mountpoint),
+                            session_intent=plan.session_intent, guard=_guard_config(plan),
+                            watch=_watch_path(plan, root) if plan.watch else None)
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
-    readiness = Readiness(core)  # Type=notify: READY=1 once the mount answers
+    readiness = Readiness(mounted.binding, plan.backend)  # Type=notify: READY=1 once the mount answers
     try:
-        serve(core, str(plan.mountpoint), plan.allow_other)
+        serve(mounted.core, mounted.binding, str(plan.mountpoint), plan.allow_other)
     finally:
         readiness.stopping()
-        if watcher is not None:
-            watcher.stop()
-        close_core(core)
+        mounted.close()
         root.close()
         lock.release()
     return 0
 
 
-def build_core(root: SourceRoot, state_dir: Path, backend: str, session_intent: str | None = None,
-               artifacts: ArtifactCache | None = None) -> Core:
-    """The Core every surface serves through (a mount, ``sparsefs read``, the API, MCP), built one way: the
-    state database, parsed store and pack log of ``state_dir``, and the parse bounds of the environment
-    (sparsefs.artifacts.bounded). ``artifacts``: a cache kept warm across cores (MCP); it must read ``root``."""
-    stats = Stats(state_dir / "log.jsonl", backend=backend)
-    if artifacts is None:
-        artifacts = build_artifacts(root, state_dir)
-    return Core(root, stats, state=_open_state(state_dir), session_intent=session_intent, artifacts=artifacts)
-
-
-def build_artifacts(root: SourceRoot, state_dir: Path) -> ArtifactCache:
-    """Parsed artifacts of ``root``, stored in ``state_dir``, each parse under the environment's bounds."""
-    return ArtifactCache(root, store=_open_store(state_dir), bounds=Bounds.from_env())
-
-
-def close_core(core: Core, keep_artifacts: bool = False) -> None:
-    """Stop background work, then save what grew; the stats log closes after its last writer."""
-    core.protocol.chooser.close()  # the dense warm-up stops between batches
-    if core.guard is not None:
-        core.guard.close()  # its background log lines stop before the stats log closes
-    if core.artifacts.store is not None and not keep_artifacts:
-        core.artifacts.store.close()  # saves indexes built since, flushes the queue
-    core.stats.close()
-    if core.state is not None:
-        core.state.close()
-
-
-def _guard(plan: MountPlan, core: Core) -> Guard | None:
-    """The plain-read guard, when the mount names processes to guard."""
+def _guard_config(plan: MountPlan) -> GuardConfig | None:
+    """What the plain-read guard cards, when the mount names processes to guard."""
     if not plan.guard_pids and not plan.guard_comms:
         return None
-    kinds = frozenset(plan.guard_kinds or KIND_EXTENSIONS)
-    config = GuardConfig(frozenset(plan.guard_pids), frozenset(plan.guard_comms), plan.guard_threshold, kinds)
-    return Guard(config, core.root, core.protocol, core.stats, str(plan.mountpoint))
+    config = GuardConfig(frozenset(plan.guard_pids), frozenset(plan.guard_comms), plan.guard_threshold)
+    if plan.guard_kinds:
+        config = dataclasses.replace(config, kinds=frozenset(plan.guard_kinds))
+    return config
 
 
-def _open_state(state_dir: Path) -> StateDB | None:
-    """Episodes, frozen packs and the session intent on disk; without them the mount still serves."""
-    try:
-        return StateDB.in_dir(state_dir)
-    except (OSError, sqlite3.Error) as err:
-        log.warning("state database unavailable (%s); episodes and packs will not survive this mount", err)
-        return None
-
-
-def _open_store(state_dir: Path) -> ParsedStore | None:
-    """Fingerprints and parsed artifacts on disk; a state dir that cannot hold them means memory only."""
-    try:
-        return open_store(state_dir)
-    except (OSError, sqlite3.Error) as err:
-        log.warning("parsed-artifact store unavailable (%s); this mount starts cold and stays in memory", err)
-        return None
-
-
-def _start_watcher(plan: MountPlan, core: Core) -> Freshness:
-    """inotify on the source, else (--no-watch, limits reached) a check on each open; stats.json says which."""
-    # In place, the source path is our own mount: watch the hidden tree through the fd.
-    path = f"/proc/{os.getpid()}/fd/{core.root.fd}" if plan.in_place else str(plan.source)
-    return watch_source(core, path, enabled=plan.watch)
+def _watch_path(plan: MountPlan, root: SourceRoot) -> str:
+    """The source tree to watch; in place, the source path is our own mount: the hidden tree through the fd."""
+    return f"/proc/{os.getpid()}/fd/{root.fd}" if plan.in_place else str(plan.source)
 
 
 def configure_logging(verbose: bool) -> None:

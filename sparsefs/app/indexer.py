@@ -43,14 +43,14 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 from readers.base import ReaderError, ReadIntent
-from sparsefs.app.daemon import default_state_dir
+from sparsefs.app.compose import build_artifacts, default_state_dir
 from sparsefs.app.mountinfo import mount_of_path
 from sparsefs.app.reading import ReadFailed, mount_above
 from sparsefs.artifacts.bounded import Bounds
 from sparsefs.artifacts.cache import Artifact, ArtifactCache
 from sparsefs.source.collection import walk
 from sparsefs.source.rootfs import SourceRoot
-from sparsefs.store.parsed import StoreConfig, open_store
+from sparsefs.store.parsed import StoreConfig
 
 Status = Literal["parsed", "warm", "unsupported", "error"]
 STORE_QUEUE = 256  # a mount's store drops a write when its queue is full; a warm-up run should not
@@ -138,9 +138,11 @@ Message = FileResult | Started | Done
 
 def _worker(root: str, state_dir: str, tasks: multiprocessing.Queue[str | None], results: Connection) -> None:
     source = SourceRoot.open(root)
-    store = open_store(Path(state_dir), StoreConfig(queue_size=STORE_QUEUE))
-    # The daemon's bounds: each parse of a hostile file in a child with a time and memory limit.
-    cache = ArtifactCache(source, max_parsed_chars=_PARSED_CHARS, store=store, bounds=Bounds.from_env())
+    # The daemon's bounds (each parse of a hostile file in a child with a time and memory limit) and store.
+    cache = build_artifacts(source, Path(state_dir), store_config=StoreConfig(queue_size=STORE_QUEUE),
+                            max_parsed_chars=_PARSED_CHARS, store_required=True)
+    store = cache.store
+    assert store is not None  # store_required
     try:
         while (rel := tasks.get()) is not None:
             results.send(Started(os.getpid(), rel))

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import orjson
 
-from sparsefs.app.daemon import build_artifacts, build_core, close_core
+from sparsefs.app.compose import build_artifacts, build_core, close_core
 from sparsefs.app.mountinfo import mount_holding, visible_mount
 from sparsefs.fuse.mounts import FSTYPE, is_stale, mount_entries
 from sparsefs.source.rootfs import SourceRoot, relative
@@ -113,7 +113,7 @@ class WarmCache:
 
 
 class LocalCore:
-    """The daemon's Core (:func:`sparsefs.app.daemon.build_core`) in this process, holding the state directory's
+    """The daemon's Core (:func:`sparsefs.app.compose.build_core`) in this process, holding the state directory's
     lock until closed; with ``warm``, its parsed artifacts outlive it."""
 
     def __init__(self, root: Path, state_dir: Path, lock: StateLock, warm: WarmCache | None = None) -> None:

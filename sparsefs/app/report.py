@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from sparsefs.app.daemon import default_state_dir
+from sparsefs.app.compose import default_state_dir
 from sparsefs.fuse.mounts import is_sparsefs_mount
 from sparsefs.vfs.control import CONTROL_DIR, LOG_NAME
 

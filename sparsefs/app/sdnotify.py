@@ -1,7 +1,8 @@
 """systemd readiness (``Type=notify``): the sd_notify datagram protocol in pure Python.
 
 When ``$NOTIFY_SOCKET`` is set (systemd started us), ``READY=1`` is sent once
-the FUSE backend marks the core ready — the mount answers requests — so units
+the FUSE backend marks the mount's binding ready (``sparsefs.vfs.binding``) — the
+mount answers requests — so units
 ordered ``After=`` the mount start only then; ``STOPPING=1`` when it unmounts.
 Without the variable every call is a no-op. The protocol is one datagram of
 ``KEY=VALUE`` lines to an AF_UNIX socket (a leading '@' names an abstract one).
@@ -13,7 +14,7 @@ import os
 import socket
 import threading
 
-from sparsefs.vfs.core import Core
+from sparsefs.vfs.binding import LateBinding
 
 _POLL_S = 0.02
 
@@ -33,10 +34,11 @@ def notify(state: str) -> bool:
 
 
 class Readiness:
-    """Tells systemd READY=1 once ``core`` is marked ready, and STOPPING=1 at :meth:`stopping`."""
+    """Tells systemd READY=1 once the backend marks ``binding`` ready, and STOPPING=1 at :meth:`stopping`."""
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, binding: LateBinding, backend: str) -> None:
+        self.binding = binding
+        self.backend = backend
         self._done = threading.Event()
         self.thread: threading.Thread | None = None
         if os.environ.get("NOTIFY_SOCKET"):
@@ -44,10 +46,10 @@ class Readiness:
             self.thread.start()
 
     def _wait(self) -> None:
-        while self.core.ready_since is None:
-            if self._done.wait(_POLL_S):
+        while not self.binding.wait_ready(_POLL_S):
+            if self._done.is_set():
                 return
-        notify(f"READY=1\nSTATUS=serving ({self.core.stats.backend} backend)\nMAINPID={os.getpid()}")
+        notify(f"READY=1\nSTATUS=serving ({self.backend} backend)\nMAINPID={os.getpid()}")
 
     def stopping(self) -> None:
         """The mount is going away (unmounted or signalled)."""

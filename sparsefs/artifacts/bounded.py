@@ -17,10 +17,11 @@ At most one child per CPU (at least 2) parses at a time, and the default
 memory bound is min(4 GiB, MemAvailable / that count): 8 agents opening 8 new
 PDFs cannot ask the machine for 8 x 4 GiB.
 
-Small plain-text inputs (under 256 KiB, not a PDF or an archive) are parsed in
-the daemon: their work is proportional to their size, and a fork (6-9 ms at
-80 MB of daemon RSS, ~70 ms at 1.4 GB, every other daemon thread stalled
-meanwhile) would cost more than the parse after every edit of a source file.
+Small plain-text inputs (under 256 KiB, not an archive, not of a Reader
+registered ``isolated`` such as PDF) are parsed in the daemon: their work is
+proportional to their size, and a fork (6-9 ms at 80 MB of daemon RSS, ~70 ms
+at 1.4 GB, every other daemon thread stalled meanwhile) would cost more than
+the parse after every edit of a source file.
 
 A fork copies only the forking thread: a lock another thread held at that
 moment stays held in the child for ever. Locks a parse takes are made
@@ -83,11 +84,12 @@ class Bounds:
     in_process_bytes: int = 256 * 1024
     result_bytes: int = 256 << 20
 
-    def isolates(self, reader: str, data: bytes) -> bool:
-        """Whether this parse needs a child: anything big, and anything that can expand (PDF, zip)
-        whatever its size. A small plain-text parse does work proportional to its bytes (and the
-        Readers bound it themselves), and a fork costs more than the parse."""
-        return len(data) > self.in_process_bytes or reader == "pdf" or data.startswith(_EXPANDING)
+    def isolates(self, always: bool, data: bytes) -> bool:
+        """Whether this parse needs a child: anything big, and anything that can expand whatever its size —
+        a Reader registered ``isolated`` (PDF: ``readers.registry``), a zip or compressed input. A small
+        plain-text parse does work proportional to its bytes (and the Readers bound it themselves), and a
+        fork costs more than the parse."""
+        return len(data) > self.in_process_bytes or always or data.startswith(_EXPANDING)
 
     @classmethod
     def from_env(cls) -> Bounds:

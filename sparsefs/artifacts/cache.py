@@ -378,7 +378,7 @@ class ArtifactCache:
     def _run_parse(self, cache_key: tuple[str, str], reader: Reader, source: BytesSource) -> Parsed:
         """Parse, under the bounds when there are any. A version that overran is answered at once after:
         for good if the overrun is ``lasting`` (memory, result size), for a while if not (time, death)."""
-        if self.bounds is None or not self.bounds.isolates(reader.name, source.data):
+        if self.bounds is None or not self.bounds.isolates(registry.isolated(reader.name), source.data):
             return reader.parse(source)
         with self._lock:
             err, until = self._overran.get(cache_key, (None, 0.0))

@@ -1,21 +1,29 @@
-"""Which FUSE backend serves a mount: the kernel-protocol one with passthrough, or mfusepy.
+"""Which FUSE backend serves a mount: one table, :data:`BACKENDS`, read by the daemon, the CLI and doctor.
 
-``auto`` picks the kernel backend wherever kernel passthrough can work
-(CAP_SYS_ADMIN, Linux >= 6.9, /dev/fuse) and mfusepy everywhere else; both
-drive the same operations core.
+A row says what a backend is called, why it cannot run here (None: it can), where its
+``serve(core, binding, mountpoint, allow_other, **options)`` lives (imported only when chosen), which
+of the mount's tuning options it takes, and what ``auto`` says when it picks it. ``auto`` takes the
+first row that can run: the kernel-protocol backend with passthrough wherever kernel passthrough can
+work (CAP_SYS_ADMIN, Linux >= 6.9, /dev/fuse), mfusepy everywhere else. Every backend drives the same
+operations core and attaches to the same late binding (``sparsefs.vfs.binding``). Adding a backend is a
+folder under ``sparsefs/fuse/`` plus one row here.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
+from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
-CHOICES = ("auto", "kernel", "mfusepy")
 PASSTHROUGH_KERNEL = (6, 9)
 _CAP_SYS_ADMIN = 21
+Serve = Callable[[Core, LateBinding, str, bool], None]
 
 
 def kernel_version() -> tuple[int, int]:
@@ -43,26 +51,55 @@ def kernel_backend_blocker() -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Backend:
+    """One FUSE backend: its name, whether it can run here, where its serve function is, what it takes."""
+
+    name: str
+    blocker: Callable[[], str | None]  # why it cannot run here; None: it can
+    serve: str  # "module:function", imported when chosen
+    options: frozenset[str] = frozenset()  # which of the mount's tuning options (readers, spin_us) it takes
+    ready: str = ""  # what choose() says when it picks this one without being asked
+
+
+BACKENDS: tuple[Backend, ...] = (
+    Backend("kernel", lambda: kernel_backend_blocker(), "sparsefs.fuse.kernel.session:serve",
+            frozenset({"readers", "spin_us"}), "kernel passthrough available"),
+    Backend("mfusepy", lambda: None, "sparsefs.fuse.libfuse.binding:serve"),
+)
+CHOICES = ("auto", *(backend.name for backend in BACKENDS))
+
+
+def backend_named(name: str) -> Backend:
+    """The row called ``name``; ValueError for an unknown one."""
+    for backend in BACKENDS:
+        if backend.name == name:
+            return backend
+    raise ValueError(f"unknown backend {name!r} (choose from {', '.join(CHOICES)})")
+
+
 def choose(requested: str) -> tuple[str, str]:
-    """(backend, reason) for a requested choice; raises ValueError if 'kernel' cannot run here."""
-    blocker = kernel_backend_blocker()
-    if requested == "mfusepy":
-        return "mfusepy", "requested with --backend mfusepy"
-    if requested == "kernel" and blocker:
-        raise ValueError(f"--backend kernel: {blocker}")
-    if blocker:
-        return "mfusepy", f"fallback: {blocker}"
-    return "kernel", "kernel passthrough available"
+    """(backend, reason) for a requested choice; raises ValueError if the requested one cannot run here."""
+    if requested != "auto":
+        backend = backend_named(requested)
+        blocker = backend.blocker()
+        if blocker:
+            raise ValueError(f"--backend {requested}: {blocker}")
+        return backend.name, backend.ready or f"requested with --backend {requested}"
+    blockers: list[str] = []
+    for backend in BACKENDS:
+        blocker = backend.blocker()
+        if blocker is None:
+            return backend.name, f"fallback: {'; '.join(blockers)}" if blockers else backend.ready or "available"
+        blockers.append(blocker)
+    raise ValueError(f"no FUSE backend can run here: {'; '.join(blockers)}")
 
 
-def server(backend: str, readers: int = 1, spin_us: int | None = None) -> Callable[[Core, str, bool], None]:
-    """The serve(core, mountpoint, allow_other) function of a backend, imported on demand."""
-    if backend == "kernel":
-        from sparsefs.fuse.kernel.session import DEFAULT_SPIN_US
-        from sparsefs.fuse.kernel.session import serve as serve_kernel
-
-        return functools.partial(serve_kernel, readers=readers,
-                                 spin_us=DEFAULT_SPIN_US if spin_us is None else spin_us)
-    from sparsefs.fuse.libfuse.binding import serve as serve_mfusepy
-
-    return serve_mfusepy
+def server(name: str, readers: int = 1, spin_us: int | None = None) -> Serve:
+    """The serve(core, binding, mountpoint, allow_other) function of a backend, imported on demand."""
+    backend = backend_named(name)
+    module, _, function = backend.serve.partition(":")
+    serve = getattr(importlib.import_module(module), function)
+    given: Mapping[str, Any] = {"readers": readers, "spin_us": spin_us}
+    options = {key: value for key, value in given.items() if key in backend.options and value is not None}
+    return functools.partial(serve, **options)

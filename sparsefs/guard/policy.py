@@ -14,7 +14,8 @@ instead of the file when all of these hold:
   into a file or a pipe into another tool). Everything else (grep, sed, git,
   compilers, the agent's scripts) gets the bytes: a card fed to a rewriter
   would be written back over the file;
-* the file is of a guarded kind (``--guard-kinds``, by extension), not hidden,
+* the file is of a guarded kind (``--guard-kinds``, by extension: each Reader's
+  registration names its kind, ``readers.registry``), not hidden,
   not under a dependency directory, not a tool's own file, not executable, not
   a script (``#!``) or an ELF binary;
 * its full view (the Gate's ``L``) is longer than the threshold;
@@ -57,6 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from readers import registry
 from readers.base import ReaderError
 from sparsefs.artifacts.cache import StatKey, stat_key
 from sparsefs.guard.card import PREVIEW_CHARS, describe, render_card
@@ -72,15 +74,6 @@ log = logging.getLogger("sparsefs.guard")
 
 DEFAULT_THRESHOLD = 16_000
 REOPEN_S = 2.0
-KIND_EXTENSIONS: dict[str, frozenset[str]] = {
-    "text": frozenset({".txt", ".md", ".markdown", ".rst", ".tex", ".org", ".adoc"}),
-    "html": frozenset({".html", ".htm", ".xhtml", ".xml"}),
-    "pdf": frozenset({".pdf"}),
-    "table": frozenset({".csv", ".tsv", ".xlsx"}),
-    "json": frozenset({".json", ".jsonl", ".ndjson"}),
-    "log": frozenset({".log"}),
-}
-BINARY_KINDS = frozenset({".pdf", ".xlsx"})  # bytes say nothing about L: no size prefilter
 DISPLAY_TOOLS = frozenset({"cat", "less", "more", "most", "pg", "bat", "batcat"})
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "dist-packages", "venv", "vendor"})
 TOOL_FILES = frozenset(
@@ -99,27 +92,34 @@ TOOL_FILES = frozenset(
 )
 
 
+def kind_extensions() -> dict[str, frozenset[str]]:
+    """Guard kind -> the extensions carded under it: each Reader's registration says (``readers.registry``)."""
+    return registry.guard_kinds()
+
+
 def parse_kinds(text: str) -> frozenset[str]:
     """``--guard-kinds text,pdf``: known kind names only."""
     kinds = frozenset(part.strip() for part in text.split(",") if part.strip())
-    unknown = kinds - set(KIND_EXTENSIONS)
+    known = kind_extensions()
+    unknown = kinds - set(known)
     if unknown or not kinds:
-        raise ValueError(f"unknown guard kinds {sorted(unknown)}; known: {', '.join(KIND_EXTENSIONS)}")
+        raise ValueError(f"unknown guard kinds {sorted(unknown)}; known: {', '.join(known)}")
     return kinds
 
 
 @dataclass(frozen=True)
 class GuardConfig:
-    """Who is guarded and what gets carded."""
+    """Who is guarded and what gets carded (``kinds``: all the registered guard kinds unless told)."""
 
     pids: frozenset[int] = frozenset()
     comms: frozenset[str] = frozenset()
     threshold: int = DEFAULT_THRESHOLD
-    kinds: frozenset[str] = frozenset(KIND_EXTENSIONS)
+    kinds: frozenset[str] = field(default_factory=lambda: frozenset(kind_extensions()))
 
     @property
     def extensions(self) -> frozenset[str]:
-        return frozenset().union(*(KIND_EXTENSIONS[kind] for kind in self.kinds))
+        known = kind_extensions()
+        return frozenset().union(*(known.get(kind, frozenset()) for kind in self.kinds))
 
     def covers(self, rel: str) -> bool:
         """A file of a guarded kind, outside hidden and dependency directories, not a tool's own file."""
@@ -129,8 +129,11 @@ class GuardConfig:
         return os.path.splitext(parts[-1])[1].lower() in self.extensions
 
     def min_bytes(self, rel: str) -> int:
-        """Text never has more characters than bytes: smaller files cannot pass the threshold."""
-        return 0 if os.path.splitext(rel)[1].lower() in BINARY_KINDS else self.threshold + 1
+        """Text never has more characters than bytes: smaller files cannot pass the threshold (a binary
+        format's bytes say nothing about L: no size prefilter)."""
+        ext = os.path.splitext(rel)[1].lower()
+        registration = registry.guarding(ext)
+        return 0 if registration is not None and ext in registration.binary else self.threshold + 1
 
 
 @dataclass
@@ -198,7 +201,7 @@ class Guard:
         self._closed = False
         self._close_lock = threading.Lock()
         self._tasks: queue.Queue[Callable[[], None]] = queue.Queue()
-        self._tasks.put(_import_pdf)  # so the first PDF probe on the open path does not pay for the import
+        self._tasks.put(_import_probes)  # so the first PDF probe on the open path does not pay for the import
         threading.Thread(target=self._work, name="sparsefs-guard", daemon=True).start()
 
     # ---- the open path ----------------------------------------------------------
@@ -364,8 +367,11 @@ class Guard:
         self._record(entry, {"chars_exposed": exposed})
 
 
-def _import_pdf() -> None:
-    import pymupdf  # noqa: F401
+def _import_probes() -> None:
+    """Import the Readers' probes (pymupdf for PDF) off the open path."""
+    for registration in registry.registrations():
+        if registration.probe and registration.guard_kind:
+            registry.resolve(registration.probe, registration)
 
 
 def _regular(root: SourceRoot, rel: str) -> os.stat_result | None:

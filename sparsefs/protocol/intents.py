@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 from readers.retrieval.bm25index import content_tokens
 from sparsefs.protocol.grammar import split_slots
+from sparsefs.store.state import StateDB
 
 MAX_SESSION_CHARS = 2_000
+SESSION_KEY = "session_intent"  # where the state database keeps it between mounts
 SESSION_FILL_ACTIONS = frozenset({"intent", "collect"})
 _WORD = re.compile(r"\d[\d,.]*%?|[^\W_][\w&'.\-]*")  # "1,184" and "3.5%" stay whole
 _NUMBER = re.compile(r".*\d")  # any word with a digit is a specific: 2023, FY2023, Q3-2023, 3.5%
@@ -49,12 +51,17 @@ class ResolvedIntent:
 
 
 class SessionIntent:
-    """The mount's standing objective; thread-safe, persisted through ``on_change``."""
+    """The mount's standing objective; thread-safe, persisted through ``on_change``; others :meth:`listen`."""
 
     def __init__(self, text: str = "", on_change: Callable[[str], None] | None = None) -> None:
         self._text = normalize_session(text)
         self._lock = threading.Lock()
-        self._on_change = on_change
+        self._listeners = [on_change] if on_change is not None else []
+
+    def listen(self, on_change: Callable[[str], None]) -> None:
+        """Call ``on_change(text)`` after every change (the Core drops packs frozen under the old one)."""
+        with self._lock:
+            self._listeners.append(on_change)
 
     @property
     def text(self) -> str:
@@ -65,13 +72,24 @@ class SessionIntent:
         clean = normalize_session(text)
         with self._lock:
             changed, self._text = clean != self._text, clean
-        if changed and self._on_change is not None:
-            self._on_change(clean)
+            listeners = list(self._listeners)
+        for on_change in listeners if changed else ():
+            on_change(clean)
 
     def content(self) -> bytes:
         """What ``.sparsefs/session`` reads as."""
         text = self.text
         return (text + "\n").encode() if text else b""
+
+
+def persisted_session(state: StateDB | None, given: str | None) -> SessionIntent:
+    """The session intent of a source: ``--session-intent`` wins, else the one its last mount left; every
+    change is kept in the state database for the next mount."""
+    if given is not None and state is not None:
+        state.set_setting(SESSION_KEY, given)
+    initial = given if given is not None else (state.get_setting(SESSION_KEY) if state is not None else None)
+    on_change = (lambda text: state.set_setting(SESSION_KEY, text)) if state is not None else None
+    return SessionIntent(initial or "", on_change=on_change)
 
 
 def normalize_session(text: str) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from readers.base import Parsed, Reader
+from readers.registry import group_of
 from readers.retrieval import dense
 from readers.selection import (
     FULL_VIEW,
@@ -29,7 +30,6 @@ from readers.selection import (
     Configuration,
     RequestGroup,
     Selector,
-    group_of,
     load_table,
 )
 from sparsefs.artifacts.warmup import DenseWarmer

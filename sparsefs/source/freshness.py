@@ -26,9 +26,11 @@ was chosen at start. When the mode is entered later (the watcher gave up while
 pages were cached) or the table forgot paths (it is bounded), an unseen path
 counts as changed once: one spurious invalidation rather than a stale read.
 
-The hooks ``check_core_open`` and ``check_kernel_open`` are one line each in
-``Core.open`` and the kernel backend's open; they cost one dict lookup unless
-the mode is on-access.
+Each Core owns its :class:`Freshness` (mode ``off`` until a watcher or
+``--no-watch`` sets one: ``sparsefs.vfs.watcher.watch_source``). The hooks
+:meth:`Freshness.check_open` and :func:`check_kernel_open` are one line each in
+``Core.open`` and the kernel backend's open; they cost one attribute read
+unless the mode is on-access.
 """
 
 from __future__ import annotations
@@ -113,6 +115,11 @@ class Freshness:
             log.warning("source changes are now checked on each open, not watched: %s", reason)
         return True
 
+    def check_open(self, rel: str) -> None:
+        """Hook in ``Core.open`` (real files): the on-access check, if this mount is in that mode."""
+        if self.mode == ON_ACCESS:
+            self.check(rel)
+
     def check(self, rel: str) -> os.stat_result | None:
         """On-access check of real file ``rel``: invalidate it if it changed since last seen; its stat."""
         try:
@@ -154,38 +161,11 @@ class Freshness:
             stop()
 
     def stop(self) -> None:
-        """Stop any watcher and forget this mount's hooks."""
+        """Stop any watcher (the mount is going away)."""
         self.stop_watchers()
-        detach(self)
 
 
-# ---- hooks ---------------------------------------------------------------------------
-_guards: dict[int, Freshness] = {}  # id(core) -> its Freshness; one mount per daemon in practice
-_owners: dict[int, int] = {}  # id(freshness) -> id(core)
-
-
-def attach(core: object, freshness: Freshness) -> None:
-    _guards[id(core)] = freshness
-    _owners[id(freshness)] = id(core)
-
-
-def detach(freshness: Freshness) -> None:
-    owner = _owners.pop(id(freshness), None)
-    if owner is not None and _guards.get(owner) is freshness:
-        del _guards[owner]
-
-
-def guard_of(core: object) -> Freshness | None:
-    return _guards.get(id(core))
-
-
-def check_core_open(core: object, rel: str) -> None:
-    """Hook in ``Core.open`` (real files): the on-access check, if this mount is in that mode."""
-    guard = _guards.get(id(core))
-    if guard is not None and guard.mode == ON_ACCESS:
-        guard.check(rel)
-
-
+# ---- the kernel backend's hook -------------------------------------------------------------
 class _KernelNode(Protocol):
     nodeid: int
     ino: int
@@ -197,25 +177,21 @@ class _NodePaths(Protocol):
 
 class _KernelFiles(Protocol):
     @property
-    def core(self) -> object: ...
-
-    @property
     def nodes(self) -> _NodePaths: ...
 
     def gone_from_tree(self, node: Any) -> None: ...
 
 
-def check_kernel_open(files: _KernelFiles, node: _KernelNode) -> None:
+def check_kernel_open(freshness: Freshness, files: _KernelFiles, node: _KernelNode) -> None:
     """Hook at the top of the kernel backend's OPEN (a kept file's reopen never reaches ``Core.open``).
 
     If the name now leads to another inode (replaced by rename, as editors
     save), the kept backing file is the old one: let it go now, so this very
     open reopens the path instead of serving the old content by passthrough.
     """
-    guard = _guards.get(id(files.core))
-    if guard is None or guard.mode != ON_ACCESS:
+    if freshness.mode != ON_ACCESS:
         return
     path = files.nodes.path(node.nodeid)
-    st = guard.check(relative(path)) if path is not None else None
+    st = freshness.check(relative(path)) if path is not None else None
     if st is not None and st.st_ino != node.ino:
         files.gone_from_tree(node)

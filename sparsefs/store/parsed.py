@@ -22,7 +22,8 @@ dir, then renamed (no fsync: a torn entry after a crash fails the checks
 below and is a miss). On load every file is checked by size and xxh3; anything
 off (a missing file, garbled JSON, another format, any error while decoding)
 reads as a miss and the entry is removed. The code version hashes the sources
-of ``readers/``, the codec and the parsing libraries' versions, so a Reader
+of ``readers/`` (and of registered Readers outside it), the codec and the
+versions of the distributions the registered Readers declare, so a Reader
 change or an upgrade starts cold instead of trusting an old layout.
 
 The store is bounded (bytes, LRU by last use), keeps parses that took at least
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import logging
 import os
 import queue
@@ -54,6 +56,7 @@ import numpy as np
 import xxhash
 
 import readers
+from readers import registry
 from readers.base import Parsed
 from sparsefs.store import entry as parsed_entry
 from sparsefs.store import serial
@@ -63,7 +66,7 @@ log = logging.getLogger("sparsefs.store")
 
 RACY_NS = 2_000_000_000
 TRANSIENT_KEYS = frozenset({"columns", "floats"})  # table_ops caches, cheap to rebuild
-_PARSING_DISTS = ("pymupdf", "bm25s", "numpy", "openpyxl", "python-calamine", "orjson", "PyStemmer")
+_CODEC_DISTS = ("numpy", "orjson")  # the codec's own; each Reader's are in its registration
 _DAY_NS = 86_400 * 1_000_000_000
 CLOSE_TIMEOUT_S = 10.0  # an unmount must finish well inside a service's stop timeout
 _FINGERPRINT = re.compile(r"[0-9a-f]{32}")
@@ -108,10 +111,11 @@ def code_version() -> str:
     """xxh3 of the Reader sources, the codec, the entry format and the parsing libraries' versions.
 
     Any change to how an artifact is parsed (a Reader edit, a pymupdf upgrade)
-    invalidates the whole store rather than trusting an old layout.
+    invalidates the whole store rather than trusting an old layout. What to hash
+    comes from the registrations (``readers.registry``), without importing a Reader.
     """
     digest = xxhash.xxh3_64(f"format {serial.FORMAT}".encode())
-    for dist in _PARSING_DISTS:
+    for dist in sorted({*_CODEC_DISTS, *registry.dists()}):
         try:
             digest.update(f"{dist} {metadata.version(dist)}\n".encode())
         except metadata.PackageNotFoundError:
@@ -120,7 +124,19 @@ def code_version() -> str:
                Path(parsed_entry.__file__).resolve()]
     for path in sources:
         digest.update(path.relative_to(_REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    for module in registry.outside_modules():
+        digest.update(module.encode() + b"\0" + _module_source(module))
     return digest.hexdigest()
+
+
+def _module_source(module: str) -> bytes:
+    """The source of a plug-in Reader's module, found without running it (b"" when it cannot be)."""
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+        return Path(origin).read_bytes() if origin else b""
+    except (ImportError, ValueError, OSError):
+        return b""
 
 
 def open_store(state_dir: Path, config: StoreConfig | None = None) -> ParsedStore:

@@ -3,10 +3,11 @@
 ``encode`` turns a value into a JSON-able tree plus side files (numpy arrays,
 byte blobs); ``decode`` turns them back. Supported: str, int, float, bool,
 None, bytes, list, tuple, dict (any encodable keys), ``collections.Counter``,
-numpy arrays of non-object dtype, and instances of a fixed WHITELIST of
-classes from the ``readers`` package (dataclasses and plain classes), rebuilt
-field by field without calling ``__init__``. A class name read from a file is
-only a key into that whitelist; no module named in a file is ever imported.
+numpy arrays of non-object dtype, and instances of the classes registered
+Readers declare they persist (``readers.registry.persisted``: dataclasses and
+plain classes), rebuilt field by field without calling ``__init__``. A class
+name read from a file is only a key into that whitelist; no module named in a
+file is ever imported unless a registration names it.
 Anything else raises :class:`Unserializable` when encoding and
 :class:`Corrupt` when decoding.
 
@@ -31,24 +32,10 @@ from typing import Any
 
 import numpy as np
 
-FORMAT = 1
+from readers import registry
+from readers.registry import Persisted
 
-# name -> (module, attribute, transient attributes rebuilt empty on load)
-WHITELIST: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "readers.retrieval.bm25index.UnitIndex": ("readers.retrieval.bm25index", "UnitIndex", ()),
-    "readers.retrieval.segment.Segmentation": ("readers.retrieval.segment", "Segmentation", ()),
-    "readers.retrieval.segment.Heading": ("readers.retrieval.segment", "Heading", ()),
-    "readers.code.symbols.Symbol": ("readers.code.symbols", "Symbol", ()),
-    "readers.code.symbols.SymbolIndex": ("readers.code.symbols", "SymbolIndex", ()),
-    "readers.pdf.anchors.PageMap": ("readers.pdf.anchors", "PageMap", ()),
-    "readers.pdf.headings.PdfHeading": ("readers.pdf.headings", "PdfHeading", ()),
-    "readers.table.model.Sheet": ("readers.table.model", "Sheet", ()),
-    "readers.jsondata.spans.Tree": ("readers.jsondata.spans", "Tree", ("_children",)),
-    "readers.jsondata.spans.Unit": ("readers.jsondata.spans", "Unit", ()),
-    "readers.logs.parse.Entries": ("readers.logs.parse", "Entries", ()),
-    "readers.html.extract.Page": ("readers.html.extract", "Page", ()),
-    "readers.html.extract.Block": ("readers.html.extract", "Block", ()),
-}
+FORMAT = 1
 _MAX_INT = 1 << 63
 _SCALARS = frozenset({str, bool, type(None)})
 
@@ -70,12 +57,12 @@ class Encoded:
     blobs: list[bytes] = field(default_factory=list)
 
 
-def class_named(name: str) -> type:
+def class_named(name: str, whitelist: dict[str, Persisted] | None = None) -> type:
     """The whitelisted class called ``name``; Corrupt for any other name."""
-    entry = WHITELIST.get(name)
+    entry = (registry.persisted() if whitelist is None else whitelist).get(name)
     if entry is None:
         raise Corrupt(f"class {name!r} is not in the whitelist")
-    return getattr(importlib.import_module(entry[0]), entry[1])  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(entry.module), entry.attribute)  # type: ignore[no-any-return]
 
 
 def encode(value: Any, shared: dict[int, str] | None = None) -> Encoded:
@@ -89,6 +76,7 @@ class _Encoder:
     def __init__(self, out: Encoded, shared: dict[int, str]) -> None:
         self.out = out
         self.shared = shared
+        self.whitelist = registry.persisted()  # once per value: registrations may grow at run time
 
     def node(self, value: Any) -> Any:
         tree, pure = self.walk(value)
@@ -152,9 +140,9 @@ class _Encoder:
     def instance(self, value: Any) -> Any:
         cls = type(value)
         name = f"{cls.__module__}.{cls.__qualname__}"
-        if name not in WHITELIST or class_named(name) is not cls:
+        if name not in self.whitelist or class_named(name, self.whitelist) is not cls:
             raise Unserializable(f"type {name} is not whitelisted")
-        transient = WHITELIST[name][2]
+        transient = self.whitelist[name].transient
         state = _fields(value) if dataclasses.is_dataclass(value) else dict(vars(value))
         return {"$t": "obj", "c": name, "v": {k: self.node(v) for k, v in state.items() if k not in transient}}
 
@@ -202,6 +190,7 @@ class _Decoder:
         self.arrays = arrays
         self.blobs = blobs
         self.shared = shared
+        self.whitelist = registry.persisted()
 
     def node(self, tree: Any) -> Any:
         if isinstance(tree, list):
@@ -249,8 +238,8 @@ class _Decoder:
         return Counter(built) if tag == "counter" else built
 
     def instance(self, name: str, state: dict[str, Any]) -> Any:
-        cls = class_named(name)
-        transient = WHITELIST[name][2]
+        cls = class_named(name, self.whitelist)
+        transient = self.whitelist[name].transient
         values = {str(k): self.node(v) for k, v in state.items()}
         if dataclasses.is_dataclass(cls):
             expected = {f.name for f in dataclasses.fields(cls)} - set(transient)

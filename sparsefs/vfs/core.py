@@ -11,6 +11,11 @@ Three kinds of path meet here:
 Errors are raised as ``OSError`` with an errno; bindings translate that into
 their reply (see ``sparsefs.fuse.errors``). Nothing here blocks plain I/O behind an
 evidence read: packs are built under their own lock.
+
+Everything the Core needs from outside is given at construction: the source,
+stats, protocol, state, the guard, and the backend's side (the caller, kernel
+invalidation, readiness) as a :class:`~sparsefs.vfs.binding.Binding`. Nothing is
+set on it afterwards; ``sparsefs.app.compose`` builds it for every surface.
 """
 
 from __future__ import annotations
@@ -20,19 +25,19 @@ import itertools
 import os
 import stat
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.guard.policy import Guard
 from sparsefs.protocol.access import Protocol
-from sparsefs.protocol.intents import SessionIntent
+from sparsefs.protocol.intents import persisted_session
 from sparsefs.protocol.session_file import WRITE_FLAGS, SessionFile
-from sparsefs.source.freshness import check_core_open
+from sparsefs.source.freshness import Freshness
 from sparsefs.source.rootfs import SourceRoot, relative, stat_dict
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
+from sparsefs.vfs.binding import NULL, Binding
 from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree
 from sparsefs.vfs.evidence import EvidenceFiles
 from sparsefs.vfs.virtual import virtual_ino
@@ -40,7 +45,6 @@ from sparsefs.vfs.virtual import virtual_ino
 _HANDLE_BASE = 1 << 40
 _CONTROL_PREFIX = "/" + CONTROL_DIR
 _NOT_REAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name longer than the source fs allows may be virtual
-SESSION_KEY = "session_intent"
 
 
 @dataclass(frozen=True)
@@ -75,56 +79,47 @@ class _Generated:
 
 
 class Core:
-    """Every filesystem operation of a SparseFS mount."""
+    """Every filesystem operation of a SparseFS mount.
+
+    ``protocol``: built here from ``artifacts``, ``state`` and ``session_intent`` when not given;
+    ``guard``: the plain-read guard of a mount that names processes to guard; ``binding``: the
+    backend's side (:data:`~sparsefs.vfs.binding.NULL` without a mount).
+    """
 
     def __init__(
         self, root: SourceRoot, stats: Stats, protocol: Protocol | None = None, state: StateDB | None = None,
-        session_intent: str | None = None, artifacts: ArtifactCache | None = None,
+        session_intent: str | None = None, artifacts: ArtifactCache | None = None, *,
+        guard: Guard | None = None, binding: Binding = NULL,
     ) -> None:
         self.root = root
         self.stats = stats
         self.state = state
-        self.artifacts = artifacts or ArtifactCache(root)
-        session = SessionIntent(_initial_session(state, session_intent), on_change=self._session_changed)
-        self.protocol = protocol or Protocol(self.artifacts, state=state, session=session)
+        self.guard = guard
+        self.binding = binding
+        if protocol is None:
+            session = persisted_session(state, session_intent)
+            protocol = Protocol(artifacts or ArtifactCache(root), state=state, session=session)
+        self.protocol = protocol
+        self.artifacts = protocol.artifacts
         self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
         self.session_file = SessionFile(self.protocol.session)
-        self.evidence = EvidenceFiles(root, self.protocol, stats, state)
+        self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate)
+        self.protocol.session.listen(lambda text: self.evidence.session_changed())
+        self.freshness = Freshness(lambda rel: self.on_source_change(rel), root.lstat)  # "off" until watched
         stats.gauges["artifacts_parsed"] = lambda: self.artifacts.parses
         stats.gauges["artifacts_loaded_from_disk"] = lambda: self.artifacts.disk_loads
-        self._invalidate: Callable[[str], None] = lambda path: None
         self._snapshots: dict[str, bytes] = {}
-        self.ready_since: float | None = None
         self._generated: dict[int, _Generated] = {}
         self._handle_ids = itertools.count(_HANDLE_BASE)
         self._handles_lock = threading.Lock()
         self._pinned: dict[tuple[int, str], int] = {}
-        self.caller_pid: Callable[[], int | None] = lambda: None
-        self.guard: Guard | None = None  # set by the daemon with --guard-pid / --guard-comm
 
     # ---- lifecycle -------------------------------------------------------
-    @property
-    def invalidate_kernel(self) -> Callable[[str], None]:
-        """Set by the binding: drop the kernel's cached attributes and pages of a path."""
-        return self._invalidate
-
-    @invalidate_kernel.setter
-    def invalidate_kernel(self, fn: Callable[[str], None]) -> None:
-        self._invalidate = fn
-        self.evidence.invalidate_kernel = fn
-
-    def mark_ready(self) -> None:
-        self.ready_since = time.time()
-
-    def _session_changed(self, text: str) -> None:
-        if self.state is not None:
-            self.state.set_setting(SESSION_KEY, text)
-        self.evidence.session_changed()
-
     def _ready_text(self) -> bytes | None:
-        if self.ready_since is None:
+        since = self.binding.ready_since()
+        if since is None:
             return None
-        return f"ready {os.getpid()} {self.stats.backend} {self.ready_since:.3f}\n".encode()
+        return f"ready {os.getpid()} {self.stats.backend} {since:.3f}\n".encode()
 
     # ---- attributes and directories ---------------------------------------
     def getattr(self, path: str | None, fh: int | None = None) -> dict[str, int]:
@@ -149,7 +144,7 @@ class Core:
         artifact changed since the open, the current pack would have another size
         and readers that stop at st_size (Node, cp) would cut or pad the content.
         """
-        pid = self.caller_pid()
+        pid = self.binding.caller_pid()
         fh = self._pinned.get((pid, rel)) if pid is not None else None
         handle = self._generated.get(fh) if fh is not None else None
         return handle.stat() if handle is not None else self.evidence.stat(rel)
@@ -194,7 +189,7 @@ class Core:
         if _is_control(path):
             return self._open_generated(self._control_content(path, flags))
         rel = relative(path)
-        check_core_open(self, rel)  # on-access mode only: an outside change since the last open invalidates
+        self.freshness.check_open(rel)  # on-access mode only: an outside change since the last open invalidates
         if self.guard is not None and flags & WRITE_FLAGS:
             self.guard.written(rel)  # never card a file the agent writes (it may write a card back)
         try:
@@ -211,7 +206,7 @@ class Core:
         is asked once the card is built (the kernel backend: no passthrough open arrived meanwhile)."""
         if self.guard is None or flags & WRITE_FLAGS or _is_control(path):
             return None
-        card = self.guard.card(relative(path), flags, self.caller_pid(), accept)
+        card = self.guard.card(relative(path), flags, self.binding.caller_pid(), accept)
         if card is None:
             return None
         return self._open_generated(_Generated(attrs=card.attrs, data=card.content, size=card.attrs["st_size"]))
@@ -344,7 +339,7 @@ class Core:
     def on_source_change(self, rel: str) -> None:
         """A file changed in the source tree outside the mount."""
         self._source_changed(rel)
-        self.invalidate_kernel("/" + rel)
+        self.binding.invalidate("/" + rel)
 
     def source_written(self, path: str) -> None:
         """``path`` was written through the mount without passing through here (kernel passthrough)."""
@@ -367,7 +362,7 @@ class Core:
         if flags & WRITE_FLAGS:
             raise OSError(errno.EROFS, "virtual files are read-only")
         virtual = self.evidence.open(rel)
-        pid = self.caller_pid()
+        pid = self.binding.caller_pid()
         pin = (pid, rel) if pid is not None else None
         if virtual.raw_rel is not None:
             fd = self.root.open_file(virtual.raw_rel, os.O_RDONLY | os.O_NONBLOCK)
@@ -435,15 +430,6 @@ class Core:
         if node.live_log:
             return _Generated(attrs=attrs, log_fd=self.control.open_log())
         return _Generated(attrs=attrs, data=self._snapshots.setdefault(path, node.content or b""))
-
-
-def _initial_session(state: StateDB | None, given: str | None) -> str:
-    """``--session-intent`` wins; else the one the last mount of this source left."""
-    if given is not None:
-        if state is not None:
-            state.set_setting(SESSION_KEY, given)
-        return given
-    return (state.get_setting(SESSION_KEY) if state is not None else None) or ""
 
 
 def _is_session(path: str) -> bool:

@@ -36,14 +36,16 @@ SESSION_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})  # the se
 class EvidenceFiles:
     """Builds, freezes and accounts the content of virtual paths."""
 
-    def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats, state: StateDB | None = None) -> None:
+    def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats, state: StateDB | None = None,
+                 invalidate: Callable[[str], None] = lambda path: None) -> None:
+        """``invalidate``: the binding's kernel invalidation (sparsefs.vfs.binding)."""
         self.root = root
         self.state = state
         self.protocol = protocol
         self.artifacts = protocol.artifacts
         self.stats = stats
         self.memo = VirtualMemo()
-        self.invalidate_kernel: Callable[[str], None] = lambda path: None
+        self.invalidate_kernel = invalidate
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._delivered: dict[str, str] = {}
         self._delivered_lock = threading.Lock()

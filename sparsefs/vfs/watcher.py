@@ -42,7 +42,7 @@ from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
 from watchdog.observers.inotify import InotifyEmitter
 from watchdog.observers.inotify_c import CallbackId, InotifyEvent, InotifyFD, Mask, WatchCallback, WatchDescriptor
 
-from sparsefs.source.freshness import INSTANCES_SYSCTL, Freshness, attach, inotify_limit
+from sparsefs.source.freshness import INSTANCES_SYSCTL, Freshness, inotify_limit
 
 if TYPE_CHECKING:
     from sparsefs.vfs.core import Core
@@ -167,11 +167,10 @@ class SourceWatcher:
 def watch_source(core: Core, path: str, enabled: bool) -> Freshness:
     """Watch ``path`` (the source tree, or the fd path of an in-place mount) for ``core``; never raises.
 
-    The mount's mode is reported in stats.json; on-access checking takes over
-    whenever inotify cannot cover the whole tree.
+    Sets the mode of the core's own :class:`Freshness`, reported in stats.json;
+    on-access checking takes over whenever inotify cannot cover the whole tree.
     """
-    freshness = Freshness(core.on_source_change, core.root.lstat)
-    attach(core, freshness)
+    freshness = core.freshness
     core.stats.watcher = freshness.state
     if not enabled:
         freshness.check_on_access("--no-watch: source changes are checked on each open")

@@ -82,7 +82,8 @@ class FileOps:
         return not node.generated and (node.backing_id is not None or (self.passthrough and node.passthrough))
 
     def open(self, node: Node, flags: int) -> bytes:
-        check_kernel_open(self, node)  # on-access mode only (sparsefs.source.freshness): may let go of a replaced file
+        # on-access mode only (sparsefs.source.freshness): may let go of a replaced file
+        check_kernel_open(self.core.freshness, self, node)
         card = self._guard_card(node, flags)
         if card is not None:
             return self._core_open(node, card, flags)

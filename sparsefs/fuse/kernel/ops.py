@@ -43,13 +43,13 @@ class KernelOps:
         self._last: dict[int, os.stat_result | dict[str, int]] = {}  # nodeid -> attributes last handed out
         self._context = threading.local()
         self.dirs = DirectoryOps(core, self.nodes, self._entry, self.real_entry)
-        core.caller_pid = self._caller_pid
 
     # ---- request context -----------------------------------------------------
     def set_caller(self, request: k.Request) -> None:
         self._context.caller = request  # uid, gid and pid of whoever made the request
 
-    def _caller_pid(self) -> int | None:
+    def caller_pid(self) -> int | None:
+        """The pid of the request this thread answers (the binding's caller, sparsefs.vfs.binding)."""
         caller = getattr(self._context, "caller", None)
         return None if caller is None else int(caller.pid)
 

@@ -38,6 +38,7 @@ from sparsefs.fuse.kernel.nodes import Node
 from sparsefs.fuse.kernel.ops import KernelOps
 from sparsefs.fuse.kernel.standby import Standby
 from sparsefs.fuse.mounts import find_mount
+from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
 log = logging.getLogger("sparsefs.kernel")
@@ -119,9 +120,11 @@ class FuseDevice:
 class Session:
     """One mounted connection: reader threads, the slow-request pool, the notifier."""
 
-    def __init__(self, core: Core, mountpoint: str, readers: int = DEFAULT_READERS, passthrough: bool = True,
-                 device: FuseDevice | None = None, spin_us: int = DEFAULT_SPIN_US) -> None:
+    def __init__(self, core: Core, binding: LateBinding, mountpoint: str, readers: int = DEFAULT_READERS,
+                 passthrough: bool = True, device: FuseDevice | None = None, spin_us: int = DEFAULT_SPIN_US) -> None:
+        """``binding``: the one ``core`` was built with; this session attaches to it once INIT is answered."""
         self.core = core
+        self.binding = binding
         self.mountpoint = mountpoint
         self.readers = max(1, readers)
         self.spin_ns = max(0, spin_us) * 1000
@@ -147,9 +150,9 @@ class Session:
         threads: list[threading.Thread] = []
         try:
             self._negotiate()
-            self.core.invalidate_kernel = self.invalidate_path
+            self.binding.attach(caller_pid=self.ops.caller_pid, invalidate=self.invalidate_path)
             threads = self._start_threads()
-            self.core.mark_ready()
+            self.binding.mark_ready()
             _wait(self.stopping)
         finally:
             self._shut_down(threads)
@@ -403,7 +406,7 @@ def _wait(stopping: threading.Event) -> None:
         pass
 
 
-def serve(core: Core, mountpoint: str, allow_other: bool = False, readers: int = DEFAULT_READERS,
-          passthrough: bool = True, spin_us: int = DEFAULT_SPIN_US) -> None:
+def serve(core: Core, binding: LateBinding, mountpoint: str, allow_other: bool = False,
+          readers: int = DEFAULT_READERS, passthrough: bool = True, spin_us: int = DEFAULT_SPIN_US) -> None:
     """Mount and serve until unmounted or signalled; always unmounts on the way out."""
-    Session(core, mountpoint, readers, passthrough, spin_us=spin_us).serve(allow_other)
+    Session(core, binding, mountpoint, readers, passthrough, spin_us=spin_us).serve(allow_other)

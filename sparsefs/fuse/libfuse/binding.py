@@ -20,6 +20,7 @@ import mfusepy
 from sparsefs.fuse.errors import to_errno
 from sparsefs.fuse.mounts import find_mount
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT
+from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
 log = logging.getLogger("sparsefs.fuse")
@@ -65,8 +66,10 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     use_ns = True
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, binding: LateBinding) -> None:
+        """``binding``: the one ``core`` was built with; attached in ``init`` (libfuse's, once mounted)."""
         self.core = core
+        self.binding = binding
         self._fuse_ptr: int | None = None
 
     def init_with_config(self, conn: Any, config: Any) -> None:
@@ -75,9 +78,8 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         if conn is not None and conn.capable & FUSE_CAP_PARALLEL_DIROPS:
             conn.want |= FUSE_CAP_PARALLEL_DIROPS
         self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
-        self.core.invalidate_kernel = self.invalidate_path
-        self.core.caller_pid = lambda: int(mfusepy.fuse_get_context()[2])
-        self.core.mark_ready()
+        self.binding.attach(caller_pid=lambda: int(mfusepy.fuse_get_context()[2]), invalidate=self.invalidate_path)
+        self.binding.mark_ready()
 
     def invalidate_path(self, path: str) -> None:
         """Drop the kernel's cached pages and attributes of ``path`` (if it knows it)."""
@@ -241,13 +243,13 @@ def _invalidate(fuse_ptr: ctypes.c_void_p, path: bytes) -> None:
         log.debug("fuse_invalidate_path(%r) = %d", path, result)
 
 
-def serve(core: Core, mountpoint: str, allow_other: bool = False) -> None:
+def serve(core: Core, binding: LateBinding, mountpoint: str, allow_other: bool = False) -> None:
     """Mount and serve until unmounted or signalled (SIGINT/SIGTERM unmount cleanly)."""
     options = dict(MOUNT_OPTIONS)
     if allow_other:
         options.update(allow_other=True, default_permissions=True)
     try:
-        _Fuse(MfusepyOperations(core), mountpoint, raw_fi=True, foreground=True, **options)
+        _Fuse(MfusepyOperations(core, binding), mountpoint, raw_fi=True, foreground=True, **options)
     except RuntimeError as err:
         # libfuse's fuse_main answers 8 when its loop was ended by SIGINT/SIGTERM/SIGHUP; the
         # unmount already happened then. Anything else (or a mount still present) is a failure.

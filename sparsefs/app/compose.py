@@ -1,0 +1,131 @@
+"""The one composition root: every surface gets its Core, store, state, guard and watcher from here.
+
+A mount (``sparsefs.app.daemon``: :func:`mount`), ``sparsefs read``, the Python
+API and MCP (``sparsefs.app.reading``: :func:`build_core`) and ``sparsefs
+index`` (``sparsefs.app.indexer``: :func:`build_artifacts`) build nothing
+themselves. So each part is built one way everywhere: the state database,
+parsed store and pack log of the state directory, the parse bounds of the
+environment (``sparsefs.artifacts.bounded``), the Protocol with the session
+intent the last mount left, the guard when a mount names processes to guard,
+and the backend's binding (``sparsefs.vfs.binding``: :data:`NULL` without a
+mount). A state directory that cannot hold the database or the store degrades
+to memory with a warning; the mount still serves.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import xxhash
+
+from sparsefs.artifacts.bounded import Bounds
+from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.guard.policy import Guard, GuardConfig
+from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.intents import persisted_session
+from sparsefs.source.freshness import Freshness
+from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store.parsed import ParsedStore, StoreConfig, open_store
+from sparsefs.store.state import StateDB
+from sparsefs.store.stats import Stats
+from sparsefs.vfs.binding import NULL, Binding, LateBinding
+from sparsefs.vfs.core import Core
+from sparsefs.vfs.watcher import watch_source
+
+log = logging.getLogger("sparsefs")
+
+
+def default_state_dir(source: Path) -> Path:
+    """Where a source's state lives unless told: ``$XDG_CACHE_HOME/sparsefs/<hash of its path>``."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "sparsefs" / xxhash.xxh64_hexdigest(os.fsencode(source))
+
+
+def build_artifacts(
+    root: SourceRoot, state_dir: Path, *, store_config: StoreConfig | None = None,
+    max_parsed_chars: int | None = None, store_required: bool = False,
+) -> ArtifactCache:
+    """Parsed artifacts of ``root``, stored in ``state_dir``, each parse under the environment's bounds.
+
+    ``store_required``: a store that cannot open raises (``sparsefs index``, whose whole point is the
+    store) instead of leaving the cache in memory."""
+    store = open_store(state_dir, store_config) if store_required else _open_store(state_dir, store_config)
+    if max_parsed_chars is None:
+        return ArtifactCache(root, store=store, bounds=Bounds.from_env())
+    return ArtifactCache(root, max_parsed_chars=max_parsed_chars, store=store, bounds=Bounds.from_env())
+
+
+def build_core(
+    root: SourceRoot, state_dir: Path, backend: str, session_intent: str | None = None,
+    artifacts: ArtifactCache | None = None, guard: GuardConfig | None = None, mountpoint: str = "",
+    binding: Binding = NULL,
+) -> Core:
+    """The Core every surface serves through. ``artifacts``: a cache kept warm across cores (MCP); it must
+    read ``root``. ``guard``: the plain-read guard of a mount at ``mountpoint``; ``binding``: the backend's side."""
+    stats = Stats(state_dir / "log.jsonl", backend=backend)
+    if artifacts is None:
+        artifacts = build_artifacts(root, state_dir)
+    state = _open_state(state_dir)
+    protocol = Protocol(artifacts, state=state, session=persisted_session(state, session_intent))
+    guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
+    return Core(root, stats, protocol, state, guard=guarding, binding=binding)
+
+
+def close_core(core: Core, keep_artifacts: bool = False) -> None:
+    """Stop background work, then save what grew; the stats log closes after its last writer."""
+    core.protocol.chooser.close()  # the dense warm-up stops between batches
+    if core.guard is not None:
+        core.guard.close()  # its background log lines stop before the stats log closes
+    if core.artifacts.store is not None and not keep_artifacts:
+        core.artifacts.store.close()  # saves indexes built since, flushes the queue
+    core.stats.close()
+    if core.state is not None:
+        core.state.close()
+
+
+@dataclass
+class Mounted:
+    """What a mount serves: the Core, the binding its backend attaches to, the source watcher."""
+
+    core: Core
+    binding: LateBinding
+    freshness: Freshness
+
+    def close(self) -> None:
+        """After the backend returned: stop watching, then close the Core."""
+        self.freshness.stop()
+        close_core(self.core)
+
+
+def mount(
+    root: SourceRoot, state_dir: Path, backend: str, mountpoint: str, *, session_intent: str | None = None,
+    guard: GuardConfig | None = None, watch: str | None = None,
+) -> Mounted:
+    """A mount's Core with a late binding for ``backend``, watching ``watch`` (a path to the source tree;
+    None: ``--no-watch``, source changes are checked on each open)."""
+    binding = LateBinding()  # the backend attaches once it speaks to the kernel
+    core = build_core(root, state_dir, backend, session_intent, guard=guard, mountpoint=mountpoint, binding=binding)
+    freshness = watch_source(core, watch or "", enabled=watch is not None)
+    return Mounted(core, binding, freshness)
+
+
+def _open_state(state_dir: Path) -> StateDB | None:
+    """Episodes, frozen packs and the session intent on disk; without them the mount still serves."""
+    try:
+        return StateDB.in_dir(state_dir)
+    except (OSError, sqlite3.Error) as err:
+        log.warning("state database unavailable (%s); episodes and packs will not survive this mount", err)
+        return None
+
+
+def _open_store(state_dir: Path, config: StoreConfig | None) -> ParsedStore | None:
+    """Fingerprints and parsed artifacts on disk; a state dir that cannot hold them means memory only."""
+    try:
+        return open_store(state_dir, config)
+    except (OSError, sqlite3.Error) as err:
+        log.warning("parsed-artifact store unavailable (%s); this mount starts cold and stays in memory", err)
+        return None
