@@ -3,10 +3,10 @@
 Compact layout, measured against what an agent pays for (issue 17: a median of
 at most 150 characters around the passages of a one-slot intent)::
 
-    report.md@intent e1 45f3e85c · 27 sentences (bm25) · E 1,190/L 4,019 · matched
+    report.md@intent e1 45f3e85c · 27 sentences bm25 · E 1,190/L 4,019 · matched
     [L16] According to these analyses, the orf1ab (20kb ...
     [L1-3] First Complete Genome Sequence ...
-    next: @focus=L10-22 · @refine=<other words> · @full (4,019 chars)
+    next: @focus=L10-22 · @refine=<words> · @full
 
 The header carries what the paper requires (artifact, fingerprint, action,
 episode, scope, exposure, coverage) tersely; coverage gets lines of its own
@@ -116,8 +116,14 @@ def _scope(scope: ScopeOut) -> str:
         return f"exact over {scope.units_scanned:,} {scope.unit}"
     if not scope.unit:
         return f"{scope.chars_processed:,} chars processed"
-    method = f" ({scope.method})" if scope.method else ""
+    method = f" {_short_method(scope.method)}" if scope.method else ""
     return f"{scope.units_scanned:,} {scope.unit}{method}"
+
+
+def _short_method(method: str) -> str:
+    """The method's name without its parts ('bm25+neighbours' -> 'bm25', 'hybrid (bm25 ...)' -> 'hybrid');
+    the verbose and JSON forms keep the whole."""
+    return method.replace("(", " ").replace("+", " ").split()[0] if method.strip() else method
 
 
 def _status(cov: CoverageOut, anchors: bool = False) -> str:

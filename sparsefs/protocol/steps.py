@@ -44,7 +44,7 @@ def encode_anchor(anchor: str) -> str:
 
 def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) -> list[str]:
     """The steps worth suggesting after this pack, as suffixes (most useful first)."""
-    full = f"@full ({len(artifact.parsed.full_view):,} chars)"
+    full = "@full"  # its size is the pack's L
     if pack.decision in ("native-fit", "full", "fallback", "reuse-full-view", "error"):
         return []
     if pack.decision == "exact":
@@ -63,7 +63,7 @@ def _refine(pack: EvidencePack) -> str:
     open_slots = [c.slot for c in pack.coverage if c.status != "matched"]
     if len(pack.coverage) > 1 and open_slots:
         return "@refine=" + encode_argument(open_slots[0])
-    return "@refine=<other words>"
+    return "@refine=<words>"
 
 
 def suggested_focus(artifact: Artifact, pack: EvidencePack, budget_left: int) -> str | None:
