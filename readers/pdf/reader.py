@@ -201,14 +201,20 @@ class PdfReader(Reader):
 
 
 def _statements_first(parsed: Parsed, view: _View, ranking: Ranking, text: str) -> Ranking:
-    """A read that names a financial statement ranks that statement's pages first (readers.pdf.statements)."""
+    """A read that names a financial statement, or asks for figures one holds, ranks that statement's pages
+    first (readers.pdf.statements)."""
     known: dict[str, list[int]] = parsed.data.get("statements", {})
-    pages = {page for kind in asked_kinds(text) for page in known.get(kind, ())}
-    if not pages:
+    lifts: dict[int, float] = {}
+    for kind, share in asked_kinds(text).items():
+        for page in known.get(kind, ()):
+            lifts[page] = max(share, lifts.get(page, 0.0))
+    if not lifts:
         return ranking
     page_of = np.searchsorted(_pages(parsed).marker_starts, view.starts, side="right")
-    on_pages = np.isin(page_of, np.fromiter(pages, np.int64, len(pages)))
-    return replace(ranking, ranked=boosted(ranking.ranked, on_pages), flags=(*ranking.flags, "statement-pages"))
+    lift = np.zeros(len(page_of))
+    for page, share in lifts.items():
+        lift = np.maximum(lift, share * (page_of == page))
+    return replace(ranking, ranked=boosted(ranking.ranked, lift), flags=(*ranking.flags, "statement-pages"))
 
 
 def _data(parsed: Parsed, key: str, kind: type[_T]) -> _T:

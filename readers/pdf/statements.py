@@ -38,12 +38,30 @@ ASKED: Mapping[str, re.Pattern[str]] = {
     "equity": re.compile(r"statements? of (stockholders'?|shareholders'?|changes in) equity", re.IGNORECASE),
     "segments": re.compile(r"\bsegments?\b", re.IGNORECASE),
 }
+IMPLIED: Mapping[str, re.Pattern[str]] = {
+    "income": re.compile(
+        r"\b(revenues?|net sales|gross (margin|profit)|operating (income|margin|profit)|net (income|earnings|"
+        r"profit margin)|earnings per share|eps|cost of (goods sold|sales|revenues?)|cogs|interest expense|"
+        r"ebitd?a?|topline|top line)\b", re.IGNORECASE),
+    "balance": re.compile(
+        r"\b(total assets|current (assets|liabilities)|working capital|inventor(y|ies)|accounts (payable|"
+        r"receivable)|pp&e|property,? plant,? and equipment|total (debt|liabilities)|shareholders'? equity|"
+        r"book value)\b", re.IGNORECASE),
+    "cash": re.compile(
+        r"\b(capex|capital expenditures?|operating cash flows?|cash from operations|free cash flow|"
+        r"depreciation and amortization|d&a|dividends paid|(share|stock) repurchases?|"
+        r"(operating|investing|financing) activities)\b", re.IGNORECASE),
+}
+"""Figures that live on a statement: a read that asks for them ranks that statement's pages higher, though
+less than one that names the statement (IMPLIED_BOOST)."""
 TITLE_LINES = 8
 """A statement names itself in its first lines (after a running header such as 'Table of Contents')."""
 FIGURE_ROWS = 0.4
 """At least this share of a statement page's rows carry two or more figures."""
 BOOST = 0.6
 """A unit on a statement page the read names gains this share of the slot's best score."""
+IMPLIED_BOOST = 0.3
+"""... and on a statement page whose figures the read asks for."""
 _FIGURE = re.compile(r"\(?\$?\s?\d[\d,]*(\.\d+)?\)?|—|–")
 
 
@@ -65,16 +83,17 @@ def statement_pages(page_texts: Sequence[str]) -> dict[str, list[int]]:
     return found
 
 
-def asked_kinds(text: str) -> tuple[str, ...]:
-    """The statement kinds a read's text names."""
-    return tuple(kind for kind, asked in ASKED.items() if asked.search(text))
+def asked_kinds(text: str) -> dict[str, float]:
+    """The statement kinds a read's text names (BOOST) or asks figures of (IMPLIED_BOOST)."""
+    kinds = {kind: IMPLIED_BOOST for kind, implied in IMPLIED.items() if implied.search(text)}
+    return kinds | {kind: BOOST for kind, asked in ASKED.items() if asked.search(text)}
 
 
-def boosted(ranked: Mapping[int, Scores], on_pages: np.ndarray) -> dict[int, Scores]:
-    """Each slot's scores with the units on the named statement pages lifted by BOOST x its best score;
-    only units that already score (a statement page never wins on its title alone)."""
+def boosted(ranked: Mapping[int, Scores], lift: np.ndarray) -> dict[int, Scores]:
+    """Each slot's scores with the units on statement pages lifted by their page's share (``lift``, per
+    unit) of the slot's best score; only units that already score (a page never wins on its title alone)."""
     out: dict[int, Scores] = {}
     for slot, scores in ranked.items():
         top = float(scores.max()) if len(scores) else 0.0
-        out[slot] = scores + BOOST * top * (on_pages & (scores > 0))
+        out[slot] = scores + top * lift * (scores > 0)
     return out
