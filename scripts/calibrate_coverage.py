@@ -96,9 +96,10 @@ def _chosen(questions: Sequence[Question], limit: int | None) -> list[Question]:
 _SEEN: list[tuple[str, Signals, int]] = []
 
 
-def _recording(slot: str, sig: Signals, anchors: Sequence[str], closest: Sequence[str]) -> object:
+def _recording(slot: str, sig: Signals, anchors: Sequence[str], closest: Sequence[str],
+               verbatim: bool = False) -> object:
     _SEEN.append((slot, sig, len(anchors)))
-    return _JUDGE(slot, sig, anchors, closest)
+    return _JUDGE(slot, sig, anchors, closest, verbatim)
 
 
 _JUDGE = confidence.judge
