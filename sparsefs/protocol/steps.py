@@ -80,10 +80,12 @@ def suggested_focus(artifact: Artifact, pack: EvidencePack, budget_left: int) ->
 
 
 def _best_anchor(pack: EvidencePack) -> str | None:
-    """The top-ranked anchor of the first matched slot (coverage lists anchors best first)."""
-    for cov in pack.coverage:
-        if cov.status == "matched" and cov.anchors:
-            return cov.anchors[0]
+    """The top-ranked anchor of the first slot with passages, matched before candidate (coverage lists
+    anchors best first; the evidence itself is in document order)."""
+    for wanted in ("matched", "candidate"):
+        for cov in pack.coverage:
+            if cov.status == wanted and cov.anchors:
+                return cov.anchors[0]
     return pack.evidence[0].anchor if pack.evidence else None
 
 
