@@ -167,7 +167,8 @@ class PdfReader(Reader):
         ]
         items = sorted(items + tables, key=lambda it: (it.anchor.char_start, it.anchor.char_end))
         coverage = tuple(
-            _coverage(parsed, view, slot, j, contents[j], ranking.raw.get(j), items) for j, slot in enumerate(slots)
+            _coverage(parsed, view, slot, j, contents[j], ranking.raw.get(j), items, _uncited(parsed, items, intent))
+            for j, slot in enumerate(slots)
         )
         method = ranking.method if not tables else f"{ranking.method}+find_tables"
         scope = _with_method(view.scope, method)
@@ -198,6 +199,16 @@ class PdfReader(Reader):
 
 
 # -- helpers ---------------------------------------------------------------------
+
+
+def _uncited(parsed: Parsed, items: Sequence[EvidenceItem], intent: ReadIntent) -> list[str]:
+    """Pages of the statements the read names or asks figures of that no passage cites (``p48``), most
+    wanted first."""
+    known: dict[str, list[int]] = parsed.data.get("statements", {})
+    cited = {_pages(parsed).page_of(item.anchor.char_start) for item in items}
+    ranked = sorted(asked_kinds(intent.text).items(), key=lambda kv: -kv[1])
+    pages = [page for kind, _ in ranked for page in known.get(kind, ()) if page not in cited]
+    return [f"p{page}" for page in dict.fromkeys(pages)]
 
 
 def _statements_first(parsed: Parsed, view: _View, ranking: Ranking, text: str) -> Ranking:
@@ -288,13 +299,15 @@ def _coverage(
     content: frozenset[str],
     scores: Scores | None,
     items: Sequence[EvidenceItem],
+    pages: Sequence[str] = (),
 ) -> SlotCoverage:
     """The slot's items judged by the calibrated coverage model (``readers.retrieval.confidence``); an
-    item counts as the slot's when it scores > 0 and shares a content word."""
+    item counts as the slot's when it scores > 0 and shares a content word. ``pages``: statement pages
+    the read asked for that no item cites, the first candidates to look at."""
     mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
     if not (mine and mine[0].score > 0 and content & content_tokens(mine[0].text)):
         mine = []
-    candidates: list[str] = []
+    candidates: list[str] = list(pages)
     if scores is not None:
         for u in np.argsort(-scores, kind="stable")[:12].tolist():
             label = _pages(parsed).label(int(view.starts[u]), int(view.ends[u]))

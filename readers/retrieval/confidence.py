@@ -146,4 +146,6 @@ def judge(slot: str, sig: Signals, anchors: Sequence[str], closest: Sequence[str
     if status == "unresolved":
         return SlotCoverage(slot, "unresolved", candidates=tuple(closest[:3]), confidence=round(p, 3),
                             signals=tuple(sig.vector()))
-    return SlotCoverage(slot, status, anchors=tuple(anchors), confidence=round(p, 3), signals=tuple(sig.vector()))
+    others = tuple(c for c in closest if c not in anchors)[:3] if status == "candidate" else ()
+    return SlotCoverage(slot, status, anchors=tuple(anchors), candidates=others, confidence=round(p, 3),
+                        signals=tuple(sig.vector()))

@@ -131,7 +131,8 @@ def _status(cov: CoverageOut, anchors: bool = False) -> str:
     the pack does not show, evidence delivered earlier in the episode."""
     word = {"matched": "matched", "candidate": "candidate"}.get(cov.status, "unresolved")
     shown = f" {', '.join(cov.anchors[:3])}" if anchors and cov.anchors else ""
-    others = f" (also {', '.join(cov.candidates[:3])})" if cov.candidates and cov.status != "matched" else ""
+    extra = {"candidate": 1, "unresolved": 3}.get(cov.status, 0)  # a candidate's passages are on show already
+    others = f" (also {', '.join(cov.candidates[:extra])})" if cov.candidates and extra else ""
     earlier = f"; earlier {', '.join(cov.earlier[:3])}" if cov.earlier else ""
     return f"{word}{shown}{others}{earlier}"
 

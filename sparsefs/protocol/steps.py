@@ -26,6 +26,8 @@ FOCUS_CONTEXT_CHARS = 400
 """Characters of context around a passage anchored inside a long line."""
 FOCUS_MAX_CHARS = 3_000
 """The most a suggested focus shows: context around one passage, not a chapter."""
+PAGE_FOCUS_MAX_CHARS = 6_000
+"""... or one whole page a slot that is not matched names as its first candidate (a statement page)."""
 STEP_PACK_CHARS = 200
 """What a step's own pack adds around its text (header, next line), kept free in the budget."""
 REFINE_MIN_LEFT = 600
@@ -67,7 +69,13 @@ def _refine(pack: EvidencePack) -> str:
 
 
 def suggested_focus(artifact: Artifact, pack: EvidencePack, budget_left: int) -> str | None:
-    """The widest anchor around the best passage whose focus fits the budget left and FOCUS_MAX_CHARS."""
+    """The widest anchor around the best passage whose focus fits the budget left and FOCUS_MAX_CHARS;
+    for a slot not matched whose first candidate is a whole page not shown, that page (if it fits)."""
+    page = _candidate_page(pack)
+    if page is not None:
+        size = _focus_chars(artifact, page)
+        if size is not None and size <= min(PAGE_FOCUS_MAX_CHARS, budget_left - STEP_PACK_CHARS):
+            return page
     best = _best_anchor(pack)
     if best is None:
         return None
@@ -76,6 +84,14 @@ def suggested_focus(artifact: Artifact, pack: EvidencePack, budget_left: int) ->
         size = _focus_chars(artifact, anchor)
         if size is not None and size <= limit:
             return anchor
+    return None
+
+
+def _candidate_page(pack: EvidencePack) -> str | None:
+    """The first whole-page candidate (``p48``) of the first slot that is not matched."""
+    for cov in pack.coverage:
+        if cov.status != "matched" and cov.candidates and _PAGE.match(cov.candidates[0]):
+            return cov.candidates[0]
     return None
 
 
