@@ -267,5 +267,5 @@ class Reader(ABC):
         offered = ", ".join(sorted(self.operations)) or "none"
         raise UnsupportedOperation(
             f"the {self.name} Reader has no @{operation.name} (exact operations here: {offered})",
-            hint="ask with @intent=<what you need>, or @scout to see what this file holds",
+            hint="ask with @intent=<what you need> (a '/' in it as %2F), or @scout to see what this file holds",
         )

@@ -9,6 +9,9 @@ are killed and reaped whatever happens in the parent.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -182,3 +185,99 @@ def test_waiting_past_the_bound_for_a_slot_is_not_an_overrun(monkeypatch: pytest
     bounded._SLOTS.acquire()
     with pytest.raises(bounded.SlotsBusy, match="parse slots"):
         run_bounded(lambda: 1, Bounds(seconds=0.1), "test Reader")
+
+
+# ---- the child never outlives its daemon (issue 18) ----
+
+
+def _patient(fd: int, bounds: Bounds) -> tuple[bytearray, str | None]:
+    """A parent that never stops its child: reads until the child closes the pipe."""
+    payload = bytearray()
+    while chunk := os.read(fd, 1 << 20):
+        payload += chunk
+    return payload, None
+
+
+def _spin_ignoring_alarms() -> None:
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    while True:
+        pass
+
+
+@pytest.mark.parametrize("work", [lambda: time.sleep(60), _spin_ignoring_alarms], ids=["sleeping", "spinning"])
+def test_the_child_stops_itself_past_its_bound_even_with_every_signal_blocked(
+    monkeypatch: pytest.MonkeyPatch, work: Callable[[], None]
+) -> None:
+    """Its own alarm (wall clock) and RLIMIT_CPU, from a thread that blocks every signal (as libfuse's do)."""
+    monkeypatch.setattr(bounded, "_collect", _patient)
+    monkeypatch.setattr(bounded, "CHILD_GRACE_S", 0.5)
+    raised: list[BaseException] = []
+
+    def blocked() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            run_bounded(work, Bounds(seconds=0.5), "test Reader")
+        except BaseException as err:  # noqa: BLE001 - checked below
+            raised.append(err)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and time.monotonic() - started < 10
+    assert isinstance(raised[0], BoundExceeded) and "0.5 s bound" in str(raised[0])
+
+
+def test_the_child_holds_no_fd_of_the_daemon() -> None:
+    """stdin, stdout and stderr (the daemon's log) are /dev/null; nothing else but the pipe and the listing."""
+    def fds() -> dict[int, str]:
+        return {int(fd): os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                if os.path.exists(f"/proc/self/fd/{fd}")}
+
+    held = run_bounded(fds, Bounds(seconds=10), "test Reader")
+    assert held[0] == held[1] == held[2] == os.devnull
+    assert all(target.startswith("pipe:") for fd, target in held.items() if fd > 2), held
+
+
+DAEMON = """
+import sys, time
+from sparsefs.artifacts.bounded import Bounds, run_bounded
+print("parsing", flush=True)
+run_bounded(lambda: time.sleep(120), Bounds(seconds=120), "test Reader")
+"""
+
+
+def test_the_child_dies_with_its_daemon() -> None:
+    daemon = subprocess.Popen([sys.executable, "-c", DAEMON], stdout=subprocess.PIPE, start_new_session=True)
+    child = 0
+    try:
+        assert daemon.stdout is not None and daemon.stdout.readline() == b"parsing\n"
+        children = Path(f"/proc/{daemon.pid}/task/{daemon.pid}/children")
+        deadline = time.monotonic() + 10
+        while not children.read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        child = int(children.read_text().split()[0])
+        daemon.kill()
+        daemon.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(child), "the parse child outlived its daemon"
+    finally:
+        daemon.kill()
+        daemon.wait(timeout=10)
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)  # never left to the rest of the suite
+
+
+def test_a_child_whose_daemon_died_before_it_asked_to_die_with_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bounded.os, "getpid", lambda: 1)  # as if its parent were already another process
+    with pytest.raises(BoundExceeded, match=rf"exit status {bounded.ORPHANED}"):
+        run_bounded(lambda: time.sleep(60), Bounds(seconds=10), "test Reader")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False

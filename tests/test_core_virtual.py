@@ -307,7 +307,7 @@ def test_previews_count_as_exposure_and_error_packs_save_nothing(core: Core) -> 
     assert stats["chars_exposed"] == len(served)  # what the agent read: the whole served pack
     read_virtual(core, f"/{REPORT}@focus=L99999")
     after = core.stats.snapshot()
-    assert after["full_view_chars_of_packs"] == stats["full_view_chars_of_packs"]
+    assert after["full_read_chars"] == stats["full_read_chars"]
 
 
 def test_scope_restricts_where_evidence_comes_from(core: Core) -> None:

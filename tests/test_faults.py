@@ -10,6 +10,7 @@ pack within the bound and that other requests carry on meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -348,16 +349,53 @@ def _remount_same_state(workspace: Path, mnt: Path, state: Path, backend: str) -
         mountutil.stop(again)
 
 
-def test_a_parse_child_never_keeps_a_dead_daemons_mount_alive(faulty_mount: Mount) -> None:
-    mnt = faulty_mount.mountpoint
+def test_a_parse_child_dies_with_its_daemon_and_keeps_nothing_alive(faulty_mount: Mount) -> None:
+    """SIGKILL the daemon during a hanging parse: the mount answers ENOTCONN at once, and within seconds no
+    process of the daemon's session is left (its parse child moved to a process group of its own, not to
+    another session) and none holds the daemon's log open. Children of SIGKILLed daemons used to run on for
+    the parse's hour, holding the log, deaf to SIGTERM."""
+    mnt, daemon = faulty_mount.mountpoint, faulty_mount.process.pid
     reader = subprocess.Popen(
         ["cat", str(mnt / "bad.hang@intent=x")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    time.sleep(0.5)  # the hanging parse runs in its child now
-    os.kill(faulty_mount.process.pid, signal.SIGKILL)
+    assert mountutil.wait_for(lambda: _session(daemon) - {daemon}, timeout=10), "no parse child started"
+    os.kill(daemon, signal.SIGKILL)
     faulty_mount.process.wait(timeout=10)
     started = time.monotonic()
     with pytest.raises(OSError) as raised:
         os.stat(mnt / "notes.txt")
     assert raised.value.errno == errno.ENOTCONN and time.monotonic() - started < 1
+    try:
+        gone = mountutil.wait_for(lambda: not _session(daemon) and not _holders(faulty_mount.stderr_path), 10)
+        assert gone, f"left behind: {_session(daemon)}, holding the log: {_holders(faulty_mount.stderr_path)}"
+    finally:
+        for pid in _session(daemon):  # never leave them to the rest of the suite
+            os.kill(pid, signal.SIGKILL)
     reader.wait(timeout=10)  # the blocked caller is freed too
+
+
+def _processes() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/PID/stat after the command name) of every live process."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            if fields[0] not in ("Z", "X"):
+                yield int(entry.name), fields
+
+
+def _session(sid: int) -> set[int]:
+    """Live processes of session ``sid`` (the daemon leads its own: mountutil starts it in a new session)."""
+    return {pid for pid, fields in _processes() if int(fields[3]) == sid}
+
+
+def _holders(path: Path) -> set[int]:
+    """Processes with ``path`` open."""
+    found = set()
+    for pid, _ in _processes():
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd.path) == str(path) for fd in os.scandir(f"/proc/{pid}/fd")):
+                found.add(pid)
+    return found

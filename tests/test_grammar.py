@@ -18,7 +18,10 @@ from sparsefs.protocol.grammar import (
     OPTION_KEYS,
     GrammarError,
     VirtualRequest,
+    close_actions,
+    near_option,
     parse_suffix,
+    requested_format,
     split_name,
     split_slots,
 )
@@ -163,29 +166,46 @@ def test_intent_with_empty_head_keeps_text_segments() -> None:
     assert parse_suffix("intent=&S&P").argument == "&S&P"
 
 
-@pytest.mark.parametrize(
-    "suffix",
-    [
-        "foo",
-        "foo=bar",
-        "Intent",
-        "INTENT=x",
-        "intent =x",
-        " intent",
-        "%69ntent=x",
-        "scout@x",
-    ],
-)
+@pytest.mark.parametrize("suffix", ["foo", "foo=bar", "%69ntent=x", "bogus=x", "notes"])
 def test_unknown_action(suffix: str) -> None:
     err = error_of(suffix)
-    assert "unknown action" in err.message
+    assert "unknown action" in err.message and "did you mean" not in err.message
     assert "@intent=<what you need>" in err.hint
     for action in CORE_ACTIONS:
         assert f"@{action}" in err.hint
 
 
+@pytest.mark.parametrize(
+    ("suffix", "meant", "fixed"),
+    [
+        ("intnet=R&D 2023", "@intent", "write @intent=R&D 2023"),
+        ("scuot", "@scout", "write @scout"),
+        ("summ=population&where=region:EU", "@sum", "write @sum=population&where=region:EU"),
+        ("fcous=L1-9", "@focus", "write @focus=L1-9"),
+        ("intent =x", "@intent", "write @intent=x"),
+        (" intent", "@intent", "write @intent"),
+        ("scout@x", "@scout", "write @scout"),
+        ("refien=" + "w" * 100, "@refine", "write @refine=<what else you need>"),
+    ],
+)
+def test_an_action_typo_asks_did_you_mean_instead_of_listing_every_action(suffix: str, meant: str,
+                                                                           fixed: str) -> None:
+    err = error_of(suffix, frozenset({"sum", "count"}))
+    assert f"did you mean {meant}" in err.message and err.unknown_action == suffix.split("=")[0]
+    assert err.hint == fixed  # the request as it was meant, to copy (its form when that would be long)
+
+
+def test_close_actions_cover_operations_and_leave_other_words_alone() -> None:
+    extra = frozenset({"sum", "count", "mean"})
+    assert close_actions("intnet") == ["intent"] and close_actions("summ", extra) == ["sum"]
+    assert close_actions("scuot", extra) == ["scout"]
+    assert set(close_actions("coutn", extra)) == {"scout", "count"}  # both offered when equally close
+    for word in ("old", "v2", "backup", "bogus", "test", "draft", "orig"):
+        assert close_actions(word, extra) == [], word
+
+
 def test_uppercase_action_is_called_out() -> None:
-    assert "lowercase" in error_of("Intent=x").message
+    assert "lowercase" in error_of("Intent=x").message and error_of("INTENT=x").hint == "write @intent=x"
     assert "lowercase" not in error_of("foo").message
 
 
@@ -253,13 +273,58 @@ def test_options_interleaved_with_text() -> None:
         ("intent=a&&b", "a&&b"),
         ("intent=a&%6B=3", "a&k=3"),
         ("intent=a%26k=3", "a&k=3"),
-        ("intent=a&wher=x=y", "a&wher=x=y"),
+        ("intent=a%26wher=x=y", "a&wher=x=y"),
+        ("intent=a&kb=x", "a&kb=x"),
+        ("intent=R&D=spend", "R&D=spend"),
+        ("intent=a&wherever=x", "a&wherever=x"),
+        ("intent=a&whe re=x", "a&whe re=x"),
     ],
 )
 def test_segments_that_are_not_options_stay_text(suffix: str, argument: str) -> None:
     req = parse_suffix(suffix)
     assert req.argument == argument
     assert req.options == {}
+
+
+@pytest.mark.parametrize(
+    ("suffix", "meant"),
+    [
+        ("intent=a&wher=region:EU", "where"),
+        ("sum=revenue&wher=region:EU", "where"),
+        ("intent=a&scpoe=L1-9", "scope"),
+        ("intent=a&formt=json", "format"),
+        ("intent=a&fromat=json", "format"),
+        ("intent=a&budjet=900", "budget"),
+        ("intent=a&Where=x", "where"),
+        ("intent=a&SCOPE=p1", "scope"),
+        ("intent=a&row=1-9", "rows"),
+        ("scout&formt=json", "format"),
+    ],
+)
+def test_a_near_miss_option_is_refused_not_taken_as_text(suffix: str, meant: str) -> None:
+    err = error_of(suffix, frozenset({"sum"}))
+    assert f"did you mean &{meant}=?" in err.message
+    assert f"&{meant}=" in err.hint and "%26" in err.hint  # how to write it, and how to keep an '&' literal
+
+
+@pytest.mark.parametrize(
+    ("key", "near"),
+    [("wher", "where"), ("whee", "where"), ("wehre", "where"), ("wheres", "where"), ("k", None), ("K", None),
+     ("kk", None), ("by", None), ("By", "by"), ("D", None), ("where", None), ("cool", None), ("loss", None),
+     ("rose", None), ("sinc", "since"), ("untill", "until"), ("sheets", "sheet"), ("é", None), ("%6B", None)],
+)
+def test_near_option(key: str, near: str | None) -> None:
+    assert near_option(key) == near
+
+
+@pytest.mark.parametrize(
+    ("suffix", "fmt"),
+    [("intnet=a&format=json", "json"), ("intent=a&formt=json", "json"), ("intent=a&k=x&format=%6Ason", "json"),
+     ("intent=a&format=jsn", "text"), ("intent=a&format=%ZZ", "text"), ("intent=a", "text"),
+     ("intent=a&format=verbose", "verbose"), ("format=json", "text")],
+)
+def test_requested_format_is_read_even_from_a_request_that_does_not_parse(suffix: str, fmt: str) -> None:
+    assert requested_format(suffix) == fmt
 
 
 @pytest.mark.parametrize("key", sorted(OPTION_KEYS))
@@ -494,8 +559,9 @@ def test_empty_base_is_never_used() -> None:
 
 
 def test_grammar_error_propagates_from_split_name() -> None:
-    with pytest.raises(GrammarError, match="needs an argument"):
+    with pytest.raises(GrammarError, match="needs an argument") as raised:
         split_name("a.pdf@focus", existing("a.pdf"))
+    assert raised.value.base == "a.pdf"  # the file the refused request was about (its kind in the stats)
 
 
 def test_split_name_decodes_slash_and_passes_extra_actions() -> None:

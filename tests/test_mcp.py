@@ -70,6 +70,36 @@ def test_round_trip_over_stdio(workspace: Path, tmp_path: Path) -> None:
     assert same.text == _text(out["read"])
 
 
+async def _errors(workspace: Path, state: Path) -> dict[str, Any]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sparsefs", "mcp", "--root", str(workspace),
+                                                                 "--state-dir", str(state)])
+    calls = {
+        "anchor": ("sro_read", {"path": "annual-report.md", "mode": "focus", "intent": "L99999"}),
+        "typo": ("sro_read", {"path": "annual-report.md", "mode": "intnet", "intent": "R&D expenses"}),
+        "binary": ("sro_preview", {"path": "blob.bin"}),
+        "missing": ("sro_read", {"path": "nope.md", "intent": "x"}),
+        "slash": ("sro_read", {"path": "annual-report.md", "intent": "revenue 2023/2022 &k=3&wher=x",
+                               "slots": ["R&D/headcount"]}),
+    }
+    async with Client(params, read_timeout_seconds=60) as client:
+        return {key: await client.call_tool(tool, arguments) for key, (tool, arguments) in calls.items()}
+
+
+def test_errors_are_tool_errors_and_text_is_taken_literally(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "blob.bin").write_bytes(bytes(range(256)) * 64)
+    out = anyio.run(_errors, workspace, tmp_path / "state")
+    for key in ("anchor", "typo", "binary"):  # error packs: isError set, the pack's JSON as the text
+        assert out[key].is_error, key
+        pack = orjson.loads(_text(out[key]))
+        assert pack["decision"] == "error" and pack["error"]["message"] and pack["error"]["hint"], key
+    assert "did you mean @intent?" in orjson.loads(_text(out["typo"]))["error"]["message"]
+    assert out["missing"].is_error
+    read = out["slash"]  # '/', '&k=3' and a near-miss option in a parameter are text, never grammar
+    assert not read.is_error, _text(read)
+    pack = orjson.loads(_text(read))
+    assert pack["slots"] == ["revenue 2023/2022 &k=3&wher=x", "R&D/headcount"] and pack["decision"] != "error"
+
+
 def test_ranges_and_arguments() -> None:
     assert parse_range(None) == (0, MAX_RAW_BYTES)
     assert parse_range("10-20") == (10, 20) and parse_range("5-") == (5, 5 + MAX_RAW_BYTES)

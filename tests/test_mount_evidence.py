@@ -61,7 +61,7 @@ def test_pack_follows_an_outside_change_in_mirror_mode(mirror: Mount) -> None:
 
 def test_error_packs_keep_the_mount_alive(mirror: Mount) -> None:
     mnt = mirror.mountpoint
-    assert "unknown action" in (mnt / "annual-report.md@bogus").read_text().lower()
+    assert "unknown action" in (mnt / "annual-report.md@bogus=x").read_text().lower()
     assert ": error: " in (mnt / "annual-report.md@focus=L99999").read_text()
     result = subprocess.run(["cat", str(mnt / "nope.md@intent=x")], capture_output=True, text=True, timeout=10)
     assert result.returncode != 0 and "No such file" in result.stderr

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparsefs.app.cli import main
 from sparsefs.app.report import load, render_text
+from sparsefs.store.savings import ReadUnits, unit_key
+from sparsefs.store.stats import Stats
 
 ENTRIES = [
     {"artifact": "a.md", "fingerprint": "f1", "episode": "e1", "exposed": 1000, "L": 10000, "decision": "sparse"},
@@ -44,8 +48,9 @@ def test_units_count_one_full_read_each(tmp_path: Path) -> None:
     totals = report.totals()
     assert (totals.packs, totals.exposed, totals.full_view) == (5, 5850, 22000)  # the preview shares e1's read
     assert report.bad_lines == 1 and report.decisions()["fallback"] == 1
-    kinds = report.by_kind()
-    assert list(kinds) == ["md", "csv", "pdf"] and kinds["md"].exposed == 1800 and kinds["csv"].ratio == 0.0063
+    kinds = report.by_kind()  # lines without a Reader: the one registered for the extension
+    assert list(kinds) == ["text", "table", "pdf"] and kinds["text"].exposed == 1800
+    assert kinds["table"].ratio == 0.0063
     assert [unit.key for unit in report.episodes()] == ["e1", "e2"]
 
 
@@ -90,6 +95,22 @@ def test_guard_lines_are_cards_not_packs_and_bad_lines_count_nothing(tmp_path: P
     assert "guard cards served: 1  insisted plain reads: 1" in render_text(report)
 
 
+def test_a_kind_is_the_reader_never_a_virtual_name(tmp_path: Path) -> None:
+    lines = [
+        {**ENTRIES[3], "reader": "table/csv"},
+        {**ENTRIES[3], "artifact": "b.xlsx", "reader": "table/xlsx"},
+        {**ENTRIES[3], "artifact": "sales.csv@summ=population", "decision": "error"},  # an older log's line
+        {**ENTRIES[3], "artifact": "sales.csv", "reader": None, "decision": "error"},  # refused before parsing
+        {**ENTRIES[3], "artifact": "notes.txt", "reader": "log"},  # sniffed: the Reader wins over the extension
+        {**ENTRIES[3], "artifact": "docs", "reader": "folder"},
+        {**ENTRIES[3], "artifact": "blob.bin", "reader": None, "decision": "error"},
+        {**ENTRIES[3], "artifact": "Makefile", "reader": None, "decision": "error"},
+    ]
+    (tmp_path / "log.jsonl").write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    kinds = load(tmp_path / "log.jsonl").by_kind()
+    assert set(kinds) == {"table", "log", "folder", "bin", "(none)"} and kinds["table"].packs == 4
+
+
 def test_without_the_report_extra_the_command_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -97,3 +118,54 @@ def test_without_the_report_extra_the_command_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["report", "--state-dir", str(tmp_path), "-o", str(tmp_path / "out")]) == 2
     assert "pip install 'sparsefs[report]'" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+FULL_FINGERPRINT = "9f" * 16  # a guard line logs the whole fingerprint, packs the first 12 characters
+GUARD = {"artifact": "big.pdf", "episode": None, "action": "plain-read", "reader": "pdf"}
+MIXED = [
+    *ENTRIES[:2],  # a refine in the same episode: the old stats.json counted the whole file again
+    ENTRIES[2],  # a preview of e1's version: no full read of its own
+    ENTRIES[3], ENTRIES[4],
+    {"artifact": "a.md", "fingerprint": "-", "episode": None, "exposed": 120, "L": 0, "decision": "error"},
+    {**GUARD, "fingerprint": FULL_FINGERPRINT, "decision": "guard-card", "exposed": 600, "L": 90000},
+    {**GUARD, "fingerprint": FULL_FINGERPRINT, "episode": "e3", "decision": "insisted", "exposed": 90000,
+     "L": 90000},
+]
+
+
+@pytest.mark.parametrize("order", ["logged", "reversed"])
+def test_stats_json_and_sparsefs_stats_agree_by_definition(tmp_path: Path, order: str) -> None:
+    """The same lines, counted live for stats.json and from the log by `sparsefs stats`."""
+    stats = Stats(tmp_path / "log.jsonl")
+    for entry in MIXED if order == "logged" else MIXED[::-1]:
+        if entry.get("action") == "plain-read":
+            stats.record_guard(dict(entry), {})
+        else:
+            stats.record_pack(dict(entry))
+    snapshot = stats.snapshot()
+    stats.close()
+    summary = load(tmp_path / "log.jsonl").as_json()
+    assert snapshot["chars_exposed"] == summary["chars_exposed"] == 1000 + 500 + 300 + 50 + 4000 + 120 + 90600
+    assert snapshot["full_read_chars"] == summary["full_read_chars"] == 10000 + 8000 + 4000 + 90000
+    assert snapshot["chars_saved_vs_full_reads"] == summary["chars_saved"]
+    assert snapshot["exposure_ratio"] == summary["exposure_ratio"] and snapshot["read_units"] == 7
+
+
+LINES = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["v1", "v2"]),
+                           st.sampled_from([None, "e1", "e2"]), st.integers(0, 50), st.integers(0, 100)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(LINES)
+def test_read_units_count_each_unit_once_whatever_the_order(lines: list[tuple[str, str, str | None, int, int]]) -> None:
+    units = ReadUnits()
+    keys = {units.add(*line) for line in lines}
+    lengths: dict[str, int] = {}
+    for artifact, version, episode, _, length in lines:
+        key = unit_key(artifact, version, episode)
+        lengths[key] = max(lengths.get(key, 0), length)
+    episode_versions = {(a, v) for a, v, e, _, length in lines if e and length}  # errors (L 0) read nothing
+    expected = sum(length for key, length in lengths.items()
+                   if not any(key == unit_key(a, v, None) for a, v in episode_versions))
+    assert units.full_read_chars == expected == sum(units.cost(key) for key in keys)
+    assert units.exposed == sum(line[3] for line in lines) and units.saved == expected - units.exposed

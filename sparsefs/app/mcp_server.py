@@ -12,7 +12,12 @@ episode state are the mount's, and a running mount of the root is read through):
 * ``sro_raw(path, range)`` — original bytes, at most :data:`MAX_RAW_BYTES` per call.
 
 Preview and read return exactly the bytes ``cat 'PATH@...&format=json'`` returns
-in a mount: the EvidencePack JSON. Each call takes the state directory's lock
+in a mount: the EvidencePack JSON. A request that fails (a missing file, a bad
+anchor, a Reader that cannot read the file: an error pack) is a tool error —
+the result's ``isError`` flag is set — whose text is that error pack's JSON
+(what was wrong, and a ``hint`` saying what to ask instead). The intent, slots
+and options are parameters, taken literally: a '/' or '&' in them never matters
+(``sparsefs.app.api.request_name`` encodes them). Each call takes the state directory's lock
 (and opens the state database) only while it runs, so a mount of the same
 source can start between calls; parsed artifacts and their indexes stay in
 memory across calls (``Workspace(keep_warm=True)``), as in a mount.
@@ -23,15 +28,18 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ContentBlock, TextContent
 
 from sparsefs.app.api import ReadFailed, Workspace
 
 T = TypeVar("T")
+Evidence = Annotated[CallToolResult, str]
+"""A tool result whose output schema is a string (the pack's JSON) and whose ``isError`` the tool sets."""
 MAX_RAW_BYTES = 1 << 20
 _RANGE = re.compile(r"\s*(\d*)\s*-\s*(\d*)\s*")
 _WITHOUT_ARGUMENT = frozenset({"scout", "full"})
@@ -49,9 +57,9 @@ def build_server(workspace: Workspace) -> MCPServer:
     server = MCPServer("sparsefs", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool()
-    def sro_preview(path: str) -> str:
+    def sro_preview(path: str) -> Evidence:
         """The Object Preview of a file or folder: size, outline, first lines. EvidencePack JSON."""
-        return _pack(lambda: workspace.preview(path, fmt="json").text)
+        return _evidence(lambda: workspace.preview(path, fmt="json").text)
 
     @server.tool()
     def sro_read(
@@ -61,7 +69,7 @@ def build_server(workspace: Workspace) -> MCPServer:
         slots: list[str] | None = None,
         scope: str | None = None,
         options: dict[str, str] | None = None,
-    ) -> str:
+    ) -> Evidence:
         """One read of the Read Intent Protocol; returns the EvidencePack JSON.
 
         mode: intent | collect | refine | verify | focus | scout | full, or an exact operation (sum, count, ...).
@@ -73,7 +81,7 @@ def build_server(workspace: Workspace) -> MCPServer:
         """
         argument = read_argument(mode, intent, slots)
         merged: dict[str, str | int] = {**(options or {}), **({"scope": scope} if scope else {})}
-        return _pack(lambda: workspace.ask(path, mode, argument, options=merged, fmt="json").text)
+        return _evidence(lambda: workspace.ask(path, mode, argument, options=merged, fmt="json").text)
 
     @server.tool()
     def sro_raw(path: str, range: str | None = None) -> str:
@@ -137,6 +145,25 @@ def _pack(read: Callable[[], T]) -> T:
         return read()
     except (ReadFailed, OSError, TimeoutError) as err:
         raise ToolError(str(err)) from None
+
+
+def _evidence(read: Callable[[], str]) -> CallToolResult:
+    """A pack's JSON as the result; an error pack sets ``isError``, so a client never takes it for evidence
+    (its text is still the pack's JSON, with the message and the hint)."""
+    text = _pack(read)
+    content: list[ContentBlock] = [TextContent(type="text", text=text)]
+    if is_error_pack(text):
+        return CallToolResult(content=content, is_error=True)
+    return CallToolResult(content=content, structured_content={"result": text})
+
+
+def is_error_pack(text: str) -> bool:
+    """Whether ``text`` is an EvidencePack JSON whose decision is "error"."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(data, dict) and data.get("decision") == "error"
 
 
 def run_stdio(root: str, state_dir: str | None) -> int:

@@ -4,20 +4,25 @@ The source is the pack log (``log.jsonl``: one line per pack delivered, from a
 mount or from ``sparsefs read``/MCP/the API): ``<mount>/.sparsefs/log.jsonl``
 for a live mount, else the state directory's copy (the same file).
 
-The comparison is per *read unit*: an episode (every access under one objective
-of one artifact version), or, for packs outside any episode (previews, exact
-results, errors), one artifact version. A full read costs that unit's full view
-length ``L`` once — within an episode an agent that had read the whole file
-would not read it again for the next refine — and a version-only unit whose
-version an episode also read costs none. Two episodes (two objectives) on the
-same version each count ``L``: the baseline is an agent that reads the whole
-file once per task, not once per lifetime.
+The comparison is per *read unit*, defined (and computed) once in
+:mod:`sparsefs.store.savings`, which ``.sparsefs/stats.json`` uses too: an
+episode (every access under one objective of one artifact version), or, for
+packs outside any episode (previews, exact results, errors), one artifact
+version. A full read costs that unit's full view length ``L`` once — within an
+episode an agent that had read the whole file would not read it again for the
+next refine — and a version-only unit whose version an episode also read costs
+none. Two episodes (two objectives) on the same version each count ``L``: the
+baseline is an agent that reads the whole file once per task, not once per
+lifetime. stats.json counts the lines one mount logged; this, every line.
 
 Lines of the plain-read guard (sparsefs.guard.policy: ``action`` "plain-read",
 decision ``guard-card`` or ``insisted``) are not packs: they are counted as
 cards served and insisted plain reads (and under their decisions), their
 exposure and ``L`` in the totals.
-Kinds are file extensions (the log does not name the Reader). The log is
+A kind is the Reader that read the file (the line's ``reader``: ``table`` for
+CSV and XLSX, ``folder``...); a line without one (an error before any Reader
+ran, an older log) takes the Reader registered for the base file's extension,
+else the extension — never a virtual name (``csv@summ=population``). The log is
 append-only and unbounded, so it is streamed, line by line; a malformed line
 (bad JSON, a missing field, a count that is not a non-negative integer) is
 counted and contributes nothing.
@@ -28,15 +33,17 @@ from __future__ import annotations
 import html
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
 
+from readers import registry
 from sparsefs.app.compose import default_state_dir
 from sparsefs.fuse.mounts import is_sparsefs_mount
+from sparsefs.store.savings import VERSION_KEY, ReadUnits
 from sparsefs.vfs.control import CONTROL_DIR, LOG_NAME
 
 _EPISODE_ROWS = 20
@@ -109,7 +116,7 @@ class Report:
         return sum((unit.decisions for unit in self.units), Counter())
 
     def episodes(self) -> list[Unit]:
-        return [unit for unit in self.units if not unit.key.startswith("version:")]
+        return [unit for unit in self.units if not unit.key.startswith(VERSION_KEY)]
 
     def as_json(self) -> dict[str, Any]:
         totals = self.totals()
@@ -153,8 +160,10 @@ def log_path(path: str, state_dir: str | None) -> Path:
 
 
 def load(log: Path) -> Report:
-    """Group the log's packs into units; malformed lines are counted, not fatal."""
+    """Group the log's packs into units; malformed lines are counted, not fatal. Each unit's full read is
+    what :class:`ReadUnits` (the stats.json definition) says it costs."""
     units: dict[str, Unit] = {}
+    read_units = ReadUnits()
     bad = 0
     for line in _lines(log):
         try:
@@ -162,8 +171,9 @@ def load(log: Path) -> Report:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             bad += 1
             continue
-        entry.add_to(units)
-    _share_full_reads(units.values())
+        entry.add_to(units, read_units)
+    for unit in units.values():
+        unit.full_view = read_units.cost(unit.key)
     return Report(str(log), list(units.values()), bad)
 
 
@@ -173,14 +183,6 @@ def _lines(log: Path) -> Iterator[bytes]:
             yield from (line for line in stream if line.strip())
     except FileNotFoundError:
         return
-
-
-def _share_full_reads(units: Iterable[Unit]) -> None:
-    """A preview of a version some episode also read costs no full read of its own: one would have served both."""
-    in_episodes = {(u.artifact, u.version) for u in units if not u.key.startswith("version:")}
-    for unit in units:
-        if unit.key.startswith("version:") and (unit.artifact, unit.version) in in_episodes:
-            unit.full_view = 0
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ class Line:
     full_view: int
     decision: str
     plain_read: bool  # a guard line (a card, or an insisted plain read), not a pack
+    reader: str | None = None  # the Reader that read it ("table/csv"), when one did
 
     @classmethod
     def parse(cls, entry: Any) -> Line:
@@ -208,13 +211,13 @@ class Line:
             _count(entry["L"]),
             str(entry["decision"]),
             entry.get("action") == "plain-read",
+            entry["reader"] if isinstance(entry.get("reader"), str) else None,
         )
 
-    def add_to(self, units: dict[str, Unit]) -> None:
-        key = self.episode or f"version:{self.artifact}:{self.version}"
-        unit = units.setdefault(key, Unit(key, self.artifact, kind_of(self.artifact), self.version))
+    def add_to(self, units: dict[str, Unit], read_units: ReadUnits) -> None:
+        key = read_units.add(self.artifact, self.version, self.episode, self.exposed, self.full_view)
+        unit = units.setdefault(key, Unit(key, self.artifact, kind_of(self.artifact, self.reader), self.version))
         unit.exposed += self.exposed
-        unit.full_view = max(unit.full_view, self.full_view)
         unit.decisions[self.decision] += 1
         if not self.plain_read:
             unit.packs += 1
@@ -230,9 +233,20 @@ def _count(value: Any) -> int:
     return value
 
 
-def kind_of(artifact: str) -> str:
-    suffix = os.path.splitext(artifact.rstrip("/"))[1].lower()
-    return suffix.lstrip(".") or "(none)"
+def kind_of(artifact: str, reader: str | None = None) -> str:
+    """The Reader that read it ("table/csv" -> "table"); else the one registered for the base file's
+    extension (or carded under it), else the extension. An older log's line may name a virtual path: its
+    suffix is dropped."""
+    if reader:
+        return reader.partition("/")[0]
+    base = os.path.basename(artifact.rstrip("/"))
+    base = base[: base.index("@", 1)] if "@" in base[1:] else base
+    extension = registry.extension_of(base)
+    if not extension:
+        return "(none)"
+    claimed = next((r for r in registry.registrations() if r.claims(extension, b"")), None)
+    claimed = claimed or registry.guarding(extension)  # the fallback's own (.md, .txt: text)
+    return claimed.name if claimed else extension.lstrip(".")
 
 
 def _pack_decisions(decisions: Counter[str]) -> list[tuple[str, int]]:
@@ -335,7 +349,7 @@ def render_html(report: Report, chart: str) -> str:
         f"{totals.full_view:,} that full reads would have cost ({_ratio(totals.ratio)}); fallbacks: "
         f"{report.decisions()['fallback']}; guard cards served: {totals.cards:,}, insisted plain reads: "
         f"{totals.insisted:,}</p><img src='{html.escape(chart)}' alt='exposed vs full reads'>"
-        "<h2>Per kind (file extension)</h2><table><tr><th>kind<th>packs<th>exposed<th>full reads<th>ratio"
+        "<h2>Per kind (the Reader)</h2><table><tr><th>kind<th>packs<th>exposed<th>full reads<th>ratio"
         f"{kind_rows}</table><h2>Per episode</h2><table><tr><th>episode<th>artifact<th>packs<th>exposed<th>L"
         f"<th>decisions{episode_rows}</table>\n"
     )

@@ -28,6 +28,20 @@ moment stays held in the child for ever. Locks a parse takes are made
 fork-safe where they live (``readers.pdf.extract.MUPDF_LOCK`` is taken around
 the fork; the registry's and the selector's are recreated in the child).
 
+The child must never outlive its daemon (a daemon SIGKILLed during a hanging
+parse left children running for hours, holding its log file). So it asks the
+kernel to SIGKILL it when the thread that forked it dies (``PR_SET_PDEATHSIG``;
+that thread waits for the child until it is reaped, so its death is the
+daemon's), and checks right after that its parent is still the one that
+forked it (the daemon may have died between fork and prctl). It enforces its
+own time bound as well, should the parent's timer never fire: ``alarm`` (wall
+clock) and ``RLIMIT_CPU`` (CPU), ``CHILD_GRACE_S`` after the parent's bound.
+It unblocks every signal (a thread started by libfuse blocks them all, and a
+fork inherits the forking thread's mask: such a child ignored SIGTERM and its
+alarm), turns core dumps off, and holds no fd of the daemon's: stdin, stdout
+and stderr (the daemon's log) become /dev/null, every other fd but its pipe
+is closed.
+
 Why fork rather than a worker pool: the child starts with the Reader and
 everything it imported already in memory (copy-on-write), so a bound costs a
 few milliseconds per parse and nothing per request (parses are cached), and a
@@ -38,6 +52,8 @@ between two copies of the same program, never from a file.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import math
 import os
 import pickle
 import resource
@@ -55,6 +71,12 @@ T = TypeVar("T")
 _CHUNK = 1 << 20
 _EXPANDING = (b"PK\x03\x04", b"%PDF", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"(\xb5/\xfd")  # zip, PDF, compressed
 _HINT = "read ranges of the original with @raw (e.g. head -c / tail -c) or with ordinary tools"
+CHILD_GRACE_S = 2.0
+"""How long past the parent's time bound the child stops itself (the parent's stop, which says why, comes first)."""
+ORPHANED = 3
+"""The child's exit status when its daemon died before it could ask to die with it."""
+_PR_SET_PDEATHSIG = 1
+_OWN_TIME_SIGNALS = (signal.SIGALRM, signal.SIGXCPU)
 SLOTS = max(2, os.cpu_count() or 2)
 """How many bounded parses run at once; the others wait for a slot (within their time bound)."""
 _SLOTS = threading.BoundedSemaphore(SLOTS)
@@ -99,6 +121,18 @@ class Bounds:
         return cls(seconds, megabytes << 20)
 
 
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up in the daemon: a forked child must not dlopen (the loader lock may be held)."""
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not glibc/Linux: the child's own time bound still holds
+        return None
+    return prctl
+
+
+_PRCTL = _load_prctl()
+
+
 def default_memory_bytes() -> int:
     """min(4 GiB, MemAvailable / SLOTS), at least 256 MiB: every slot busy still fits the machine."""
     try:
@@ -121,10 +155,11 @@ def run_bounded(fn: Callable[[], T], bounds: Bounds, what: str) -> T:
 
 def _run_child(fn: Callable[[], Any], bounds: Bounds, what: str) -> Any:
     read_end, write_end = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        _child(fn, bounds, write_end)
+        _child(fn, bounds, write_end, parent)
     os.close(write_end)
     _own_group(pid)
     try:
@@ -156,14 +191,16 @@ def _kill_group(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)  # not (yet) a group leader: the child itself; a zombie until reaped
 
 
-def _child(fn: Callable[[], Any], bounds: Bounds, out: int) -> None:
+def _child(fn: Callable[[], Any], bounds: Bounds, out: int, parent: int) -> None:
     status = 0
     try:
+        _die_with(parent)
         os.setpgid(0, 0)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the daemon's handlers are not ours
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _default_signals()
+        _quiet_stdio()
         _close_other_fds(out)
         _limit_memory(bounds.memory_bytes)
+        _limit_time(bounds.seconds + CHILD_GRACE_S)
         payload = _outcome(fn)
         view = memoryview(payload)
         while view:
@@ -172,6 +209,42 @@ def _child(fn: Callable[[], Any], bounds: Bounds, out: int) -> None:
         status = 1
     finally:
         os._exit(status)
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this child when the thread that forked it dies; exit at once if the daemon died already."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # reparented before the prctl took: nobody will read the result
+        os._exit(ORPHANED)
+
+
+def _default_signals() -> None:
+    """Every signal unblocked (the forking thread's mask is inherited) and at its default action: the daemon's
+    handlers are not ours, and SIGTERM, SIGALRM and SIGXCPU must stop this process."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, *_OWN_TIME_SIGNALS):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _quiet_stdio() -> None:
+    """stdin, stdout and stderr on /dev/null: they are the daemon's (its log file, for a background mount)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
+
+
+def _limit_time(seconds: float) -> None:
+    """The child's own time bound, should the parent's never stop it: wall clock by alarm, CPU by RLIMIT_CPU
+    (SIGXCPU at the soft limit, SIGKILL a second later); no core file either way."""
+    whole = max(1, math.ceil(seconds))
+    signal.alarm(whole)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    limit = whole if hard == resource.RLIM_INFINITY else min(whole, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1 if hard == resource.RLIM_INFINITY else hard))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _outcome(fn: Callable[[], Any]) -> bytes:
@@ -205,7 +278,7 @@ def _describe_error(err: BaseException) -> str:
 
 def _close_other_fds(keep: int) -> None:
     """Hold nothing of the daemon's: a child still parsing must not keep /dev/fuse (and so a dead
-    daemon's mount) alive, nor the state database or the log."""
+    daemon's mount) alive, nor the state database or the pack log."""
     os.closerange(3, keep)
     os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
@@ -243,6 +316,8 @@ def _collect(fd: int, bounds: Bounds) -> tuple[bytearray, str | None]:
 
 
 def _result(payload: bytearray, status: int, bounds: Bounds, what: str) -> Any:
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) in _OWN_TIME_SIGNALS:
+        raise BoundExceeded(f"the {what} did not finish within its {bounds.seconds:g} s bound and stopped", _HINT)
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not payload:
         raise BoundExceeded(f"the {what} died ({_describe(status, bounds)}) and was stopped", _HINT)
     try:

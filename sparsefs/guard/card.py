@@ -25,7 +25,7 @@ def render_card(path: str, what: str, preview: str, skill: str) -> str:
         f"{MARK} Not shown: {path} is large: {what}.",
         "This workspace is a SparseFS mount: ask for what you need instead of reading it all.",
         f"  {cat('@intent=WHAT YOU NEED; ANOTHER NEED')}",
-        "      a few passages with anchors, one coverage line per need (use the document's words)",
+        "      a few passages with anchors, one coverage line per need (use the document's words; write / as %2F)",
         f"  {cat('@scout')}",
         "      the outline: headings, pages, columns or keys, first lines",
         f"  {cat('@focus=ANCHOR')}",

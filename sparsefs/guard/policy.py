@@ -357,14 +357,16 @@ class Guard:
             return
         length = len(artifact.parsed.full_view)
         entry = _entry(rel, artifact.fingerprint, None, caller, "guard-card", card_chars, length)
-        self._record(entry, {"chars_exposed": card_chars, "full_view_chars_of_packs": length})
+        entry["reader"] = artifact.reader.name
+        self._record(entry, {})  # its exposure and full read count from the line itself
 
     def _insisted(self, rel: str, caller: Caller) -> None:
         """The agent read it again after the card: a full-view exposure of the artifact's episode."""
         episode, exposed, length = self.protocol.record_plain_read(rel)
-        fingerprint = self.protocol.artifacts.load(rel).fingerprint
-        entry = _entry(rel, fingerprint, episode, caller, "insisted", exposed, length)
-        self._record(entry, {"chars_exposed": exposed})
+        artifact = self.protocol.artifacts.load(rel)
+        entry = _entry(rel, artifact.fingerprint, episode, caller, "insisted", exposed, length)
+        entry["reader"] = artifact.reader.name
+        self._record(entry, {})
 
 
 def _import_probes() -> None:

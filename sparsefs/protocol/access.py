@@ -335,9 +335,10 @@ class Protocol:
 
 def error_pack(
     rel: str, request: VirtualRequest | None, message: str, hint: str,
-    artifact: Artifact | None = None, episode: Episode | None = None,
+    artifact: Artifact | None = None, episode: Episode | None = None, fmt: str | None = None,
 ) -> Served:
-    """A short pack that says what was wrong and what to ask instead."""
+    """A short pack that says what was wrong and what to ask instead, in the format the request asked for
+    (``fmt`` when the request did not parse: sparsefs.protocol.grammar.requested_format)."""
     length = len(artifact.parsed.full_view) if artifact else 0
     pack = EvidencePack(
         artifact=display_name(rel), reader=_read_as(artifact) if artifact else None,
@@ -347,7 +348,7 @@ def error_pack(
         slots=list(request.slots) if request else [], error=ErrorOut(message=message, hint=hint),
         exposure=exposure(0, None, length, 0, False),
     )
-    fmt = request.format if request else "text"
+    fmt = fmt or (request.format if request else "text")
     return Served(pack, served_as(pack, finalize(pack, None, False), fmt), 0)  # no full read was replaced
 
 

@@ -21,6 +21,12 @@ Rules, in the order they are applied:
    option key is an error. To put a literal ``&k=3`` into the text, write
    ``%26k=3``.
 3. Actions and option keys are matched literally and are case-sensitive.
+   An unknown action close to a known one or to an exact operation (``intnet``,
+   ``summ``: ``close_actions``) is refused with "did you mean"; so is a text
+   segment ``word=...`` whose word is a near miss of an option key of four
+   letters or more (``&wher=``, ``&scpoe=``, ``&formt=``, ``&Where=``: one
+   edit, or another case), which would otherwise silently become intent text;
+   any other segment stays text (``R&D``, ``S&P 500``, ``a&b=c``).
    ``focus``, ``refine`` and ``verify`` require an argument;
    ``scout``, ``full`` and ``raw`` forbid one; ``intent``, ``collect`` and extra
    actions take an optional one (``@intent`` alone reads the session intent, or
@@ -72,14 +78,16 @@ Rules, in the order they are applied:
 ``split_name`` finds the base: a name that exists is never virtual; otherwise
 each "@" is tried from right to left and the first existing prefix is the base.
 ``GrammarError`` (a ValueError carrying ``message`` and ``hint``) is the only
-exception the parser raises.
+exception the parser raises; ``requested_format`` reads the format a request
+asked for leniently, so an error pack can answer in it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from urllib.parse import unquote
 
 from sparsefs.protocol.slots import split_slots
@@ -92,7 +100,10 @@ __all__ = [
     "OPTION_KEYS",
     "GrammarError",
     "VirtualRequest",
+    "close_actions",
+    "near_option",
     "parse_suffix",
+    "requested_format",
     "split_name",
     "split_slots",
 ]
@@ -120,6 +131,10 @@ _ACTION_ORDER = ("intent", "scout", "focus", "collect", "refine", "verify", "ful
 _PERCENT_HINT = "write a literal '%' as %25 (50%25), and percent-encode only UTF-8 bytes, e.g. %2F for '/'"
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _DIGITS = re.compile(r"[0-9]{1,20}")
+SUGGEST_CUTOFF = 0.75
+"""difflib ratio from which an unknown action is a typo of a known one (intnet 0.83, summ 0.86; old, v2: none)."""
+_NEAR_KEYS = tuple(sorted(key for key in OPTION_KEYS if len(key) >= 4))
+"""Option keys whose near misses are refused: shorter ones (k, by) are one edit from too many words."""
 
 
 class GrammarError(ValueError):
@@ -135,6 +150,7 @@ class GrammarError(ValueError):
         self.message = message
         self.hint = hint
         self.unknown_action = unknown_action
+        self.base: str | None = None  # set by split_name: the existing name the request was made of
 
     def __str__(self) -> str:
         return f"{self.message} (hint: {self.hint})"
@@ -198,7 +214,12 @@ def _show(text: str) -> str:
 def _actions_hint(extra_actions: frozenset[str]) -> str:
     forms = [_SYNTAX[name] for name in _ACTION_ORDER]
     forms += [f"@{name}[=<argument>]" for name in sorted(extra_actions - CORE_ACTIONS)]
-    return "valid actions: " + ", ".join(forms) + "; to ask, write @intent=<what you need>"
+    return "valid actions: " + ", ".join(forms) + "; to ask, write @intent=<what you need> (a '/' in it as %2F)"
+
+
+def _encoded(text: str) -> str:
+    """Decoded text as it must be written back in a name: '%' as %25, '/' as %2F."""
+    return text.replace("%", "%25").replace("/", "%2F")
 
 
 def _require_text(suffix: str) -> None:
@@ -227,7 +248,18 @@ def _decode(text: str) -> str:
 # --- parse_suffix ------------------------------------------------------------
 
 
-def _check_action(action: str, extra_actions: frozenset[str]) -> None:
+def close_actions(word: str, extra_actions: Iterable[str] = ()) -> list[str]:
+    """Known actions (and extra ones: exact operations) ``word`` is probably a typo of, closest first.
+
+    One rule for the message and for whether ``name@word`` looks like a request
+    at all (sparsefs.vfs.evidence): a name whose word has none stays free for a real file.
+    """
+    names = sorted(CORE_ACTIONS | frozenset(extra_actions))
+    return get_close_matches(word.lower(), names, n=2, cutoff=SUGGEST_CUTOFF)
+
+
+def _check_action(action: str, suffix: str, extra_actions: frozenset[str]) -> None:
+    """Refuse an unknown action; a typo is told what it was probably meant as, not the whole list."""
     if action in CORE_ACTIONS or action in extra_actions:
         return
     hint = _actions_hint(extra_actions)
@@ -235,8 +267,57 @@ def _check_action(action: str, extra_actions: frozenset[str]) -> None:
         raise GrammarError("empty action after '@'", hint, action)
     lowered = action.lower()
     if lowered != action and (lowered in CORE_ACTIONS or lowered in extra_actions):
-        raise GrammarError(f"unknown action {_show(action)}: actions are lowercase", hint, action)
+        raise GrammarError(f"unknown action {_show(action)}: actions are lowercase", _fixed(lowered, action, suffix),
+                           action)
+    close = close_actions(action, extra_actions)
+    if close:
+        meant = " or ".join(f"@{name}" for name in close)
+        raise GrammarError(f"unknown action {_show(action)}: did you mean {meant}?",
+                           _fixed(close[0], action, suffix), action)
     raise GrammarError(f"unknown action {_show(action)}", hint, action)
+
+
+def _fixed(action: str, typo: str, suffix: str) -> str:
+    """The request with its action corrected, to copy; the action's form when that would be long."""
+    corrected = "@" + action + suffix[len(typo) :]
+    if len(corrected) <= 80:
+        return f"write {corrected}"
+    return "write " + _SYNTAX.get(action, f"@{action}=<argument>")
+
+
+def near_option(key: str) -> str | None:
+    """The option key that ``key`` (of a ``&key=value`` text segment) is a near miss of, if any:
+    the same letters in another case, or one edit (insertion, deletion, substitution, swap) away
+    from a key of four letters or more. Anything else is text (``R&D=...``, ``a&kk=3``)."""
+    lowered = key.lower()
+    if not key.isascii() or not key.isalpha() or (key == lowered and key in OPTION_KEYS):
+        return None
+    if lowered in OPTION_KEYS and len(lowered) >= 2:
+        return lowered
+    if len(key) < 3:
+        return None
+    return next((known for known in _NEAR_KEYS if _one_edit(lowered, known)), None)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by exactly one insertion, deletion, substitution or swap of neighbours."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        swapped = len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        return len(diff) == 1 or swapped
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _refuse_near_option(key: str, value: str) -> None:
+    """A mistyped option must not silently become intent text (or a column name)."""
+    known = near_option(key)  # then ``key`` is a short ASCII word
+    if known is not None:
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        raise GrammarError(f"unknown option '&{key}=': did you mean &{known}=?",
+                           f"write &{known}={shown}; or, if it is text, write its '&' as %26 (%26{key}=)")
 
 
 def _sort_segments(segments: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -245,6 +326,8 @@ def _sort_segments(segments: list[str]) -> tuple[dict[str, str], list[str]]:
     text: list[str] = []
     for segment in segments:
         key, sep, value = segment.partition("=")
+        if sep:
+            _refuse_near_option(key, value)
         if not (sep and key in OPTION_KEYS):
             text.append(segment)
         elif key in options:
@@ -273,7 +356,7 @@ def _argument(action: str, raw: str | None) -> str | None:
         raise GrammarError(f"@{action} needs an argument", "write " + _SYNTAX[action])
     if argument is not None and action in ACTIONS_WITHOUT_ARGUMENT:
         wanted = argument if len(argument) <= 60 else argument[:57] + "..."
-        hint = f"write @{action} alone, or @intent={wanted} to ask for that"
+        hint = f"write @{action} alone, or @intent={_encoded(wanted)} to ask for that"
         raise GrammarError(f"@{action} takes no argument", hint)
     return argument
 
@@ -323,7 +406,7 @@ def parse_suffix(suffix: str, extra_actions: frozenset[str] = frozenset()) -> Vi
     _require_text(suffix)
     head, *segments = suffix.split("&")
     action, sep, raw = head.partition("=")
-    _check_action(action, extra_actions)
+    _check_action(action, suffix, extra_actions)
     raw_options, text = _sort_segments(segments)
     _check_stray(action, bool(sep), text)
     joined = "&".join([raw, *text]) if sep else None
@@ -352,6 +435,22 @@ def split_name(
     while at > 0:
         base = name[:at]
         if exists(base):
-            return base, parse_suffix(name[at + 1 :], extra_actions)
+            try:
+                return base, parse_suffix(name[at + 1 :], extra_actions)
+            except GrammarError as err:
+                err.base = base
+                raise
         at = name.rfind("@", 0, at)
     return None
+
+
+def requested_format(suffix: str) -> str:
+    """The format ``suffix`` asks for, read leniently (a near-miss key, a bad escape elsewhere): an error
+    pack answers in it even when the request itself does not parse. "text" when none is readable."""
+    for segment in suffix.split("&")[1:]:
+        key, sep, value = segment.partition("=")
+        if sep and (key == "format" or near_option(key) == "format"):
+            wanted = unquote(value, errors="replace").strip()
+            if wanted in _FORMATS:
+                return wanted
+    return "text"

@@ -34,9 +34,16 @@ REFINE_MIN_LEFT = 600
 """Below this budget left a refine would only trigger the fallback: not suggested."""
 
 
+ASK_STEP = "@intent=<what you need; a second need; / as %2F>"
+"""The step that suggests a question: a '/' in it must be written %2F (a raw one makes the kernel answer
+ENOTDIR, as if the name were a directory), so the placeholder says so."""
+_OPTION_LIKE = re.compile(r"&(?=[^&=]*=)")
+
+
 def encode_argument(text: str) -> str:
-    """Make intent text safe inside one path component."""
-    return text.replace("%", "%25").replace("/", "%2F")
+    """Make intent text safe inside one path component, and taken back as the same text: '%' and '/'
+    encoded, and an '&' that would start an option (or a near miss of one, which the grammar refuses)."""
+    return _OPTION_LIKE.sub("%26", text.replace("%", "%25").replace("/", "%2F"))
 
 
 def encode_anchor(anchor: str) -> str:
@@ -52,7 +59,7 @@ def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) 
     if pack.decision == "exact":
         return ["@scout", full]
     if pack.decision == "preview":
-        return ["@intent=<what you need; a second need>", full]
+        return [ASK_STEP, full]
     left = pack.exposure.budget_left
     steps = [f"@focus={encode_anchor(focus)}"] if (focus := suggested_focus(artifact, pack, left)) else []
     if left >= REFINE_MIN_LEFT and pack.action != "verify":  # a verify's slots are stances, not needs

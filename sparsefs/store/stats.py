@@ -1,4 +1,8 @@
-"""Counters for .sparsefs/stats.json and the append-only .sparsefs/log.jsonl."""
+"""Counters for .sparsefs/stats.json and the append-only .sparsefs/log.jsonl.
+
+Exposure and savings are those of the lines this mount logged, in read units (sparsefs.store.savings: the
+definition ``sparsefs stats`` applies to the whole log).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ from typing import Any
 
 import orjson
 
+from sparsefs.store.savings import ReadUnits
+
 # sparsefs.guard.policy: read-only opens of real files by guarded processes, cards served (and their characters),
 # plain reads after a card, and opens the guard failed open on (an error, a kernel race: real bytes). Cards
-# and insisted reads also count in chars_exposed / full_view_chars_of_packs (their log lines are packs').
+# and insisted reads also count in chars_exposed and the full reads (their log lines are in the packs' schema).
 GUARD_COUNTERS = ("guard_plain_reads", "guard_cards", "guard_card_chars", "guard_insisted_reads",
                   "guard_fail_open")
 
@@ -39,11 +45,10 @@ class Stats:
             "fallbacks": 0,
             "previews": 0,
             "exact_results": 0,
-            "chars_exposed": 0,  # every character of every pack served: what the agents read
-            "artifact_chars_exposed": 0,  # of which the artifacts' own text (passages, full views)
-            "full_view_chars_of_packs": 0,
+            "artifact_chars_exposed": 0,  # of the characters exposed, the artifacts' own text (passages, full views)
             **dict.fromkeys(GUARD_COUNTERS, 0),
         }
+        self.units = ReadUnits()  # chars_exposed and full reads, per read unit
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -57,10 +62,9 @@ class Stats:
         line = orjson.dumps({"time": round(time.time(), 3), **entry}) + b"\n"
         with self._lock:
             os.write(self._log_fd, line)
+            self._add_unit(entry)
             self.counters["packs_served"] += 1
-            self.counters["chars_exposed"] += int(entry["exposed"])
             self.counters["artifact_chars_exposed"] += int(entry.get("artifact_chars", 0))
-            self.counters["full_view_chars_of_packs"] += int(entry["L"])
             self.counters["error_packs"] += entry["decision"] == "error"
             self.counters["fallbacks"] += entry["decision"] == "fallback"
             self.counters["previews"] += entry["decision"] == "preview"
@@ -71,17 +75,26 @@ class Stats:
         line = orjson.dumps({"time": round(time.time(), 3), **entry}) + b"\n"
         with self._lock:
             os.write(self._log_fd, line)
+            self._add_unit(entry)
             for name, amount in counts.items():
                 self.counters[name] += amount
+
+    def _add_unit(self, entry: dict[str, Any]) -> None:
+        """Count a logged line's exposure and full read as ``sparsefs stats`` counts that line (under the lock)."""
+        self.units.add(str(entry["artifact"]), str(entry.get("fingerprint")), entry.get("episode") or None,
+                       int(entry["exposed"]), int(entry["L"]))
 
     def log_size(self) -> int:
         return os.fstat(self._log_fd).st_size
 
     def snapshot(self) -> dict[str, Any]:
+        """The numbers of stats.json; exposure and savings in read units (sparsefs.store.savings)."""
         with self._lock:
             counters = dict(self.counters)
-        full = counters["full_view_chars_of_packs"]
-        saved = full - counters["chars_exposed"]
+            units = self.units
+            savings = {"chars_exposed": units.exposed, "full_read_chars": units.full_read_chars,
+                       "chars_saved_vs_full_reads": units.saved, "exposure_ratio": units.ratio,
+                       "read_units": units.units}
         return {
             "backend": self.backend,
             "passthrough": self.passthrough,
@@ -89,8 +102,7 @@ class Stats:
             **{name: gauge() for name, gauge in self.gauges.items()},
             "uptime_s": round(time.time() - self.started, 1),
             **counters,
-            "chars_saved_vs_full_reads": saved,
-            "exposure_ratio": round(counters["chars_exposed"] / full, 4) if full else None,
+            **savings,
         }
 
     def close(self) -> None:

@@ -13,7 +13,6 @@ import errno
 import os
 import threading
 from collections.abc import Callable
-from difflib import get_close_matches
 from typing import Any
 
 import xxhash
@@ -21,7 +20,7 @@ import xxhash
 from readers.base import ReaderError
 from readers.ops import OPERATIONS
 from sparsefs.protocol.access import Protocol, Served, error_pack
-from sparsefs.protocol.grammar import CORE_ACTIONS, GrammarError, VirtualRequest, split_name
+from sparsefs.protocol.grammar import GrammarError, VirtualRequest, close_actions, requested_format, split_name
 from sparsefs.protocol.pack import display_name
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.state import StateDB
@@ -155,12 +154,16 @@ class EvidenceFiles:
             return ""
 
     def _grammar_error(self, rel: str, name: str, err: GrammarError) -> VirtualFile:
+        """A request the grammar refused: an error pack in the format it asked for (read leniently), logged
+        against the file it was about, so the stats count it under that file's kind."""
         if err.unknown_action is not None and not _looks_like_a_request(name, err.unknown_action):
             raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
-        served = error_pack(display_name(name), None, err.message, err.hint)
-        parent_st = self.root.lstat(rel.rpartition("/")[0])
-        content = served.content
-        return VirtualFile.generated(rel, "", "", parent_st, content, _log_entry(rel, served))
+        parent = rel.rpartition("/")[0]
+        base = err.base or name
+        fmt = requested_format(name[len(base) + 1 :])
+        served = error_pack(display_name(name), None, err.message, err.hint, fmt=fmt)
+        entry = _log_entry(rel, served) | {"artifact": display_name(_join(parent, base))}
+        return VirtualFile.generated(rel, "", "", self.root.lstat(parent), served.content, entry)
 
     def _lock_for(self, base_rel: str) -> threading.Lock:
         stripe = xxhash.xxh32_intdigest(base_rel.encode("utf-8", "surrogateescape")) % _LOCK_STRIPES
@@ -203,14 +206,15 @@ def _is_base(name: str) -> bool:
 
 
 def _looks_like_a_request(name: str, word: str) -> bool:
-    """``x@word=...``, ``x@word&...`` or a typo of an action get an error pack.
+    """``x@word=...``, ``x@word&...`` or a typo of an action or operation (``@scuot``, ``@summ``) get an
+    error pack: the grammar's own "did you mean" rule, so every typo it would name is answered.
 
     Any other name with an '@' (``notes.txt@old``, ``src@v2``) is simply absent,
     so tools can create a real file of that name.
     """
     if not word or f"@{word}=" in name or f"@{word}&" in name:
         return True
-    return bool(get_close_matches(word.lower(), CORE_ACTIONS, n=1, cutoff=0.6))
+    return bool(close_actions(word, OPERATIONS))
 
 
 def _folders_above(rel: str) -> list[str]:
@@ -226,7 +230,8 @@ def _join(parent: str, name: str) -> str:
 def _log_entry(rel: str, served: Served) -> dict[str, Any]:
     pack = served.pack
     return {
-        "path": display_name(rel), "artifact": pack.artifact, "action": pack.action, "intent": pack.intent,
+        "path": display_name(rel), "artifact": pack.artifact, "reader": pack.reader, "action": pack.action,
+        "intent": pack.intent,
         "anchors": [e.anchor for e in pack.evidence], "exposed": served.exposed_chars,
         "artifact_chars": pack.exposure.artifact_chars,
         "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
