@@ -291,3 +291,14 @@ def test_a_table_cut_to_the_budget_says_how_many_rows_remain() -> None:
     shown = cut[0].text.rsplit("\n", 1)[0]
     more = int(cut[0].text.rsplit("\n", 1)[1].split()[1])
     assert whole.startswith(shown) and whole.count("\n") == shown.count("\n") + more
+
+
+def test_section_labels_are_sections_not_table_cells(mmm: Parsed) -> None:
+    """A bold year over a statement's columns ('2027 After 2027') is not a section; 10-K notes are."""
+    titles = [h.title for h in mmm.data["pages"].headings]
+    assert not [t for t in titles if re.match(r"(19|20)\d\d\b", t)], titles
+    assert "NOTE 7. Supplemental Balance Sheet Information" in titles
+    batch = PdfReader().locate(mmm, ReadIntent("total inventories balance sheet", ("total inventories balance sheet",)),
+                               1300)
+    on_p50 = [item for item in batch.items if item.anchor.label.startswith("p50:")]
+    assert on_p50 and on_p50[0].anchor.heading == "Item 8. Financial Statements and Supplementary Data."

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -85,3 +86,29 @@ def test_no_episode_ever_delivers_more_than_2l(protocol_factory: object, request
             spans[pack.episode].extend(new)
     for episode, total in totals.items():
         assert total <= 2 * lengths[episode], (episode, total, lengths[episode])
+
+
+def test_no_suggested_step_delivers_more_than_the_episode_has_left(tmp_path: Path) -> None:
+    """A focus fits the budget left; a refine near the end carries &budget= so it cannot trigger the fallback."""
+    text = "".join(f"Harbor report {i}: the harbor handled {i * 37} ships and {i * 11} cranes in year {2000 + i}.\n"
+                   for i in range(70))
+    (tmp_path / "ports.txt").write_text(text)
+    root = SourceRoot.open(str(tmp_path))
+    protocol = Protocol(ArtifactCache(root))
+    seen_budget = False
+    for round_ in range(8):
+        action = "intent" if round_ == 0 else "refine"
+        pack = protocol.serve("ports.txt", VirtualRequest(action, "harbor ships cranes", ("harbor ships cranes",))).pack
+        if pack.decision != "sparse":
+            break
+        left = pack.exposure.budget_left
+        for step in pack.next_steps:
+            if step.startswith("@refine=") and "&budget=" in step:
+                seen_budget = True
+                assert int(step.rsplit("&budget=", 1)[1]) < left
+            if step.startswith("@focus="):
+                focused = protocol.artifacts.load("ports.txt")
+                size = sum(len(i.text) for i in focused.reader.focus(focused.parsed, step[len("@focus="):]).items)
+                assert size <= left
+    assert seen_budget
+    root.close()

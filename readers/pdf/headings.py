@@ -9,8 +9,9 @@ characters: a second body font is not a heading font). Consecutive heading
 lines of one size are one heading; a title printed on more than
 :data:`RUNNING_PAGES` pages is a running header, not a heading. Levels rank
 the heading sizes, largest first. Bold lines that look like section titles
-(``PART II``, ``Item 7.``, ``3.2 Results``, ``Abstract``) are headings too,
-whatever their size; a bare bold section number joins the bold line after it.
+(``PART II``, ``Item 7.``, ``Note 5``, ``3.2 Results``, ``Abstract``) are headings too,
+whatever their size; a bare bold section number joins the bold line after it. A section number has at
+most two digits a part: a bold year over a table's columns (``2027 After 2027``) is not a section.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _title_offset(view: str, title: str, start: int, end: int) -> int:
 
 
 _SECTION = re.compile(
-    r"(?:PART\s+[IVX]+\b|ITEM\s+\d+[A-Z]?\.|(\d+(?:\.\d+){0,3})\.?\s+[A-Z]"
+    r"(?:PART\s+[IVX]+\b|ITEM\s+\d+[A-Z]?\.|NOTE\s+\d{1,2}\b|(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+[A-Z]"
     r"|(?:abstract|references|introduction|conclusions?|acknowledge?ments|appendix)\b)",
     re.IGNORECASE,
 )

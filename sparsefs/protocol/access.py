@@ -238,7 +238,8 @@ class Protocol:
             batch = fit_to_budget(batch, _measure(pack, batch), budget, per_slot=request.action == "collect")
         pack.evidence = [evidence_out(item) for item in batch.items]
         pack.coverage = [_coverage_out(c, prepared.earlier.get(n, ())) for n, c in enumerate(batch.coverage)]
-        pack.exposure = exposure(0, episode.budget, len(artifact.parsed.full_view), 0, True)
+        estimate = _measure(pack, batch)(list(batch.items))  # next steps must fit what is left after this pack
+        pack.exposure = exposure(estimate, episode.budget, len(artifact.parsed.full_view), 0, True)
         pack.next_steps = next_steps(artifact, request, pack)
         text = finalize(pack, episode.budget, True)
         admission = admit_batch(episode.budget, len(text), episode.budget.full_pack_limit)

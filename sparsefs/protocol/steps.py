@@ -32,6 +32,8 @@ STEP_PACK_CHARS = 200
 """What a step's own pack adds around its text (header, next line), kept free in the budget."""
 REFINE_MIN_LEFT = 600
 """Below this budget left a refine would only trigger the fallback: not suggested."""
+REFINE_PACK_CHARS = 1_500 + STEP_PACK_CHARS
+"""Below this budget left a suggested refine carries ``&budget=`` so its pack fits what is left."""
 
 
 ASK_STEP = "@intent=<what you need; a second need; / as %2F>"
@@ -63,7 +65,8 @@ def next_steps(artifact: Artifact, request: VirtualRequest, pack: EvidencePack) 
     left = pack.exposure.budget_left
     steps = [f"@focus={encode_anchor(focus)}"] if (focus := suggested_focus(artifact, pack, left)) else []
     if left >= REFINE_MIN_LEFT and pack.action != "verify":  # a verify's slots are stances, not needs
-        steps.append(_refine(pack))
+        budget = f"&budget={left - STEP_PACK_CHARS}" if left < REFINE_PACK_CHARS * max(1, len(pack.slots)) else ""
+        steps.append(_refine(pack) + budget)
     return [*steps, full]
 
 
