@@ -236,4 +236,6 @@ def _log_entry(rel: str, served: Served) -> dict[str, Any]:
         "artifact_chars": pack.exposure.artifact_chars,
         "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
         "episode": pack.episode, "fingerprint": pack.fingerprint,
+        # what people read in the log rather than the agent in the pack: how it was chosen, how sure
+        "configuration": pack.configuration, "coverage": [[c.status, c.confidence] for c in pack.coverage],
     }
