@@ -43,6 +43,7 @@ import xxhash
 
 from readers import ops, registry
 from readers.base import BadAnchor, Batch, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
+from readers.kit.source import MemorySource
 
 MISSING = "no_such_field_zq9"
 OPERATION_BUDGETS = (120, 600, 3000)
@@ -57,25 +58,6 @@ class Sample:
     data: bytes
     intent: str
     slots: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MemorySource:
-    """An ArtifactSource over bytes in memory."""
-
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def read_bytes(self, limit: int) -> bytes:
-        from readers.base import ArtifactTooLarge
-
-        if len(self.data) > limit:
-            raise ArtifactTooLarge(f"{len(self.data)} bytes over {limit}")
-        return self.data
 
 
 class ReaderConformance:
