@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from readers.code.symbols import Symbol, SymbolIndex
+from readers.kit.bounded import BoundedLines, clip
 from readers.retrieval.segment import Positions
-from readers.text import BoundedLines, first_lines
+from readers.text import first_lines
 
 OUTLINE_LINES = 400
 """Outline lines built before fitting (the budget keeps far fewer)."""
@@ -95,4 +96,4 @@ def _line(symbol: Symbol, at: int, members: Counter[int]) -> str:
     extra = f"  [{count} members]" if count and symbol.parent is None else ""
     deco = " ".join(symbol.decorators) + " " if symbol.decorators else ""
     line = f"{'  ' * symbol.depth}L{symbol.first}-{symbol.last} {deco}{symbol.signature}{extra}"
-    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
+    return clip(line, LINE_CHARS)

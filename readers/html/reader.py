@@ -35,6 +35,7 @@ from readers.base import (
 )
 from readers.html.extract import Page, extract
 from readers.kit.anchors import segmentation_of
+from readers.kit.bounded import BoundedLines
 from readers.retrieval.bm25index import UnitIndex
 from readers.retrieval.segment import segment
 
@@ -103,7 +104,7 @@ class HtmlReader(textreader.TextReader):
             return ""
         page: Page = parsed.data["page"]
         seg = segmentation_of(parsed)
-        out = textreader.BoundedLines(max_chars)
+        out = BoundedLines(max_chars)
         out.add(f'html page: "{page.title or "(no title)"}"'[: textreader.PREVIEW_LINE_CHARS])
         where = "marked main content" if page.used_main else "page body, link lists dropped"
         out.add(
@@ -112,10 +113,9 @@ class HtmlReader(textreader.TextReader):
             f"{page.links:,} links on the page, {page.links_kept:,} in the main text; "
             f"{parsed.data['source_bytes']:,} bytes, {parsed.data['charset']}"
         )
-        outline = textreader.BoundedLines(out.room() * 3 // 5)
+        outline = BoundedLines(out.room() * 3 // 5)
         textreader.outline_lines(outline, seg.headings, seg.headings_dropped)
-        for line in outline.lines:
-            out.add(line)
+        out.extend(outline)
         textreader.first_lines(out, parsed.full_view, seg.line_starts)
         return out.text()
 

@@ -47,6 +47,7 @@ from readers.jsondata import query as json_query
 from readers.jsondata.shape import shape
 from readers.jsondata.spans import Tree, Unit, path_label, run_label
 from readers.kit import lines as log_lines
+from readers.kit.bounded import BoundedLines, clip, shorten
 from readers.ops import Operation, format_number, reduce_numbers, require_options
 from readers.retrieval.bm25index import blocked_mask, content_tokens, contextual_scores, select, smoothed
 
@@ -89,12 +90,12 @@ class JsonReader(Reader):
         if max_chars <= 0:
             return ""
         tree = _tree(parsed)
-        out = log_lines.Bounded(max_chars)
+        out = BoundedLines(max_chars, cut_from=log_lines.CUT_FROM)
         out.add(f"json: {len(parsed.full_view):,} chars minified; top level {json_query_kind(tree.value)}")
         if parsed.data.get("lossy_numbers"):
             out.add("note: integers beyond 64 bits are shown as floats (rounded); @raw has the exact digits")
         for line in shape(tree.value):
-            if not out.add(log_lines.shorten(line, 160)):
+            if not out.add(shorten(line, 160)):
                 break
         out.add("ask: @path=$.a[*].b | @focus=$.a[0] | @count=$.a[*] | @intent=...")
         return out.text()
@@ -290,7 +291,7 @@ def _results(
         room = max_chars - used - 1
         if len(line) > room:
             if len(items) == 1 and room > 40:
-                items.append(EvidenceItem(Anchor(where, 0, 0), line[: room - 1] + "…"))
+                items.append(EvidenceItem(Anchor(where, 0, 0), clip(line, room)))
             break
         items.append(EvidenceItem(Anchor(where, 0, 0), line))
         used += len(line) + 1

@@ -30,6 +30,7 @@ from readers.base import (
     Scope,
     SlotCoverage,
 )
+from readers.kit.bounded import BoundedLines, clip, shorten
 from readers.retrieval.bm25index import (
     Offsets,
     UnitIndex,
@@ -48,8 +49,9 @@ INDEX_LIMIT = 16 * 1024 * 1024
 """Longest unit; a longer line is cut into pieces (each still anchored by its line)."""
 MAX_UNITS = 400_000
 """Past this many non-blank lines, consecutive lines are grouped into one unit."""
-MAX_SHOWN_LINE = 2_000
-"""A record line longer than this is shown cut in previews and samples."""
+CUT_FROM = 40
+"""A record preview clips a line too long for the room left while this many characters are left
+(``BoundedLines(..., cut_from=CUT_FROM)``): a long record still shows its start."""
 RESULTS_TRUNCATED = "results-truncated"
 METHOD = "bm25+neighbours"
 
@@ -237,10 +239,6 @@ def _coverage(
 # -- exact results -----------------------------------------------------------------
 
 
-def shorten(line: str, limit: int = MAX_SHOWN_LINE) -> str:
-    return line if len(line) <= limit else line[:limit] + "…"
-
-
 def records_batch(
     parsed: Parsed, records: Sequence[Record], total: int, scanned: tuple[int, str], note: str, max_chars: int,
     k: int | None,
@@ -251,8 +249,7 @@ def records_batch(
     fits; k bounds the records shown.
     """
     head = f"{total:,} matching of {scanned[0]:,} {scanned[1]}" + (f" ({note})" if note else "")
-    if len(head) > max_chars:
-        head = head[: max(1, max_chars - 1)] + "…"
+    head = clip(head, max_chars)
     items = [_result(head, parsed)]
     room = max_chars - len(head)
     limit = len(records) if k is None else min(k, len(records))
@@ -311,32 +308,7 @@ def count_lines(counts: Counter[str], what: str, total: int, missing: int) -> tu
     return head, [f"{value}\t{n:,}" for value, n in counts.most_common()]
 
 
-class Bounded:
-    """Lines of text that never exceed a character budget (newlines included)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.lines: list[str] = []
-        self.size = -1  # no newline before the first line
-
-    def room(self) -> int:
-        return self.limit - self.size - 1
-
-    def add(self, line: str) -> bool:
-        """Append ``line`` if it fits; a line that doesn't is cut when at least 40 chars are left."""
-        if len(line) > self.room() and (self.room() >= 40 or not self.lines):
-            line = line[: max(0, self.room() - 1)] + "…" if self.room() > 1 else ""
-        if not line or len(line) > self.room():
-            return False
-        self.lines.append(line)
-        self.size += len(line) + 1
-        return True
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
-def sample_lines(out: Bounded, parsed: Parsed, numbers: Sequence[int], width: int = 160) -> None:
+def sample_lines(out: BoundedLines, parsed: Parsed, numbers: Sequence[int], width: int = 160) -> None:
     """``L<n>| text`` for each line number while they fit."""
     for number in numbers:
         if not out.add(f"L{number}| {shorten(line_text(parsed, number), width)}"):

@@ -26,6 +26,7 @@ from readers.base import (
 )
 from readers.kit import lines as log_lines
 from readers.kit import records as log_ops
+from readers.kit.bounded import BoundedLines, shorten
 from readers.logs import parse as log_parse
 from readers.ops import BadOperation
 from readers.text import decode_flags, decode_utf8, mostly_utf8
@@ -109,7 +110,7 @@ class LogReader(log_ops.RecordReader):
     def preview(self, parsed: Parsed, max_chars: int) -> str:
         if max_chars <= 0:
             return ""
-        out = log_lines.Bounded(max_chars)
+        out = BoundedLines(max_chars, cut_from=log_lines.CUT_FROM)
         entries: log_parse.Entries = parsed.data["entries"]
         times = [t for t in (entries.time[0], entries.time[-1]) if t] if len(entries) else []
         span = f", {times[0]} .. {times[-1]}" if times else ""
@@ -143,9 +144,9 @@ def _counts(what: str, values: Sequence[str | None], n: int = 8) -> str:
     return f"{what}: " + ", ".join(f"{value} {count:,}" for value, count in counts)
 
 
-def _templates(out: log_lines.Bounded, templates: Sequence[str], n: int = 5) -> None:
+def _templates(out: BoundedLines, templates: Sequence[str], n: int = 5) -> None:
     top = Counter(templates).most_common(n)
     if top and out.add("top message templates (numbers masked as #):"):
         for template, count in top:
-            if not out.add(f"  {count:,}× {log_lines.shorten(template, 110)}"):
+            if not out.add(f"  {count:,}× {shorten(template, 110)}"):
                 return

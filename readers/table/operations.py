@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from readers.base import Anchor, Batch, EvidenceItem, Parsed, Scope, ScopeMismatch
+from readers.kit.bounded import clip
 from readers.ops import (
     BadOperation,
     Condition,
@@ -173,7 +174,7 @@ def _batch(sel: Selection, label: str, lines: list[str], cols: Sequence[int], op
         kept.append(line)
         used += len(line) + 1
     if not kept and max_chars > 1:
-        kept = [lines[0][: max_chars - 1] + "…"]
+        kept = [clip(lines[0], max_chars)]
     items = (EvidenceItem(Anchor(label, 0, 0), "\n".join(kept)),) if kept else ()
     sheet = sel.sheet
     chars = int(sheet.row_ends[sel.last - 1] - sheet.row_starts[sel.first - 1])
