@@ -2,9 +2,10 @@
 
 Both serve a full view whose lines are the source's lines (same numbering), so
 every anchor is a line range ``L120`` / ``L120-130``. This module holds what
-they share: line spans, line anchors, BM25 over line units (one unit per
-non-blank line, reusing :mod:`readers.retrieval.bm25index`), and the shaping of exact
-results (counts, matching records) into bounded batches.
+they share: line spans, line anchors, intent reads over line units (one unit
+per non-blank line, located by :mod:`readers.retrieval.locate` with any location
+method), and the shaping of exact results (counts, matching records) into
+bounded batches.
 
 A *record* is a run of lines ``(first, last)`` (1-based, inclusive): one line
 for JSONL and access logs, a line and its continuation lines (a stack trace)
@@ -28,25 +29,17 @@ from readers.base import (
     Parsed,
     ReadIntent,
     Scope,
-    SlotCoverage,
 )
 from readers.kit.bounded import BoundedLines, clip, shorten
-from readers.retrieval.bm25index import (
-    Offsets,
-    UnitIndex,
-    blocked_mask,
-    content_tokens,
-    contextual_scores,
-    select,
-    smoothed,
-)
+from readers.retrieval.bm25index import Offsets, UnitIndex
+from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
 from readers.retrieval.segment import Positions, line_starts
 
 LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
 UNIT_CAP = 400
+"""Longest unit; a longer line is cut into pieces (each still anchored by its line)."""
 INDEX_LIMIT = 16 * 1024 * 1024
 """Most characters one BM25 index covers (~3 s to build on the reference machine)."""
-"""Longest unit; a longer line is cut into pieces (each still anchored by its line)."""
 MAX_UNITS = 400_000
 """Past this many non-blank lines, consecutive lines are grouped into one unit."""
 CUT_FROM = 40
@@ -179,61 +172,41 @@ def split(text: str, start: int, end: int) -> list[tuple[int, int]]:
 def locate(
     parsed: Parsed, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]], k: int | None
 ) -> Batch:
-    """BM25 over line units; passages are runs of lines anchored ``L<a>-<b>``."""
-    slots = intent.slots or (intent.text,)
+    """Line units ranked by the intent's location method (:mod:`readers.retrieval.locate`); passages are
+    runs of lines anchored ``L<a>-<b>``."""
     starts, ends = _units(parsed)
-    key, note, chars = "", "", len(parsed.full_view)
+    first, key, note, chars = 0, "", "", len(parsed.full_view)
     if intent.scope:
         lo, hi = span(parsed, *parse_anchor(parsed, intent.scope, "&scope="))
         inside = (starts >= lo) & (ends <= hi)
+        first = int(np.argmax(inside)) if inside.any() else 0
         starts, ends = starts[inside], ends[inside]
         key, note, chars = intent.scope.strip(), f"scope {intent.scope.strip()}", hi - lo
     text = parsed.full_view
     hint = "narrow it with &scope=L<a>-<b>, or use the exact @filter=<regex> / @count"
-    index = cached_index(parsed, key, chars, lambda: [text[s:e] for s, e in zip(starts, ends, strict=True)], hint)
-    blocked = blocked_mask(starts, ends, exclude)
-    scope = Scope(len(starts), "lines", METHOD, chars, note)
-    contents = [content_tokens(slot) for slot in slots]
-    if not any(contents):
-        return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), ("no-content-words",))
-    raw = {j: contextual_scores(index, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
-    sel = select(starts, ends, {j: smoothed(s) for j, s in raw.items()}, blocked, max_chars, k)
-    items = []
-    for run in sel.passages():
-        start, end = int(starts[run[0]]), int(ends[run[-1]])
-        first, last = _line_of(parsed, start), _line_of(parsed, end - 1)
-        run_slots = tuple(sorted(set().union(*(sel.slots[u] for u in run))))
-        anchor = Anchor(label(first, last), start, end, first, last)
-        found = EvidenceItem(anchor, parsed.full_view[start:end], round(max(sel.best[u] for u in run), 4), run_slots)
-        items.append(found)
-    coverage = tuple(
-        _coverage(parsed, slot, j, contents[j], raw.get(j), items, blocked, starts) for j, slot in enumerate(slots)
-    )
-    return Batch(tuple(items), scope, coverage)
+
+    def index() -> UnitIndex:
+        return cached_index(parsed, key, chars, lambda: [text[s:e] for s, e in zip(starts, ends, strict=True)], hint)
+
+    ids = np.arange(first, first + len(starts), dtype=np.int64)  # a scope has its own index, not its own units
+    view = UnitView(starts, ends, 0, Scope(len(starts), "lines", METHOD, chars, note), index, ids)
+    located = locate_units(parsed, view, intent, max_chars, exclude, k)
+    if located is None:
+        return unresolved(intent, view.scope)
+    sel = located.selection
+    items = [_passage(parsed, int(starts[r[0]]), int(ends[r[-1]]), run_score(sel, r), run_slots(sel, r))
+             for r in sel.passages()]
+    return located.batch(items, view.scope, lambda u: f"L{_line_of(parsed, int(starts[u]))}", skip_blocked=True)
+
+
+def _passage(parsed: Parsed, start: int, end: int, score: float, slots: tuple[int, ...]) -> EvidenceItem:
+    """The lines holding [start, end), as an exact slice anchored by them."""
+    first, last = _line_of(parsed, start), _line_of(parsed, end - 1)
+    return EvidenceItem(Anchor(label(first, last), start, end, first, last), parsed.full_view[start:end], score, slots)
 
 
 def _line_of(parsed: Parsed, offset: int) -> int:
     return int(np.searchsorted(_starts(parsed), offset, side="right"))
-
-
-def _coverage(
-    parsed: Parsed,
-    slot: str,
-    j: int,
-    content: frozenset[str],
-    scores: np.ndarray | None,
-    items: Sequence[EvidenceItem],
-    blocked: np.ndarray,
-    starts: Offsets,
-) -> SlotCoverage:
-    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
-        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
-    if scores is None:
-        return SlotCoverage(slot, "unresolved")
-    best = [int(u) for u in np.argsort(-scores, kind="stable")[:3] if scores[u] > 0 and not blocked[u]]
-    labels = tuple(f"L{_line_of(parsed, int(starts[u]))}" for u in best)
-    return SlotCoverage(slot, "unresolved", candidates=labels)
 
 
 # -- exact results -----------------------------------------------------------------

@@ -5,7 +5,7 @@ Full view: the decoded UTF-8 text, exactly. Anchors are line ranges (``L120``,
 entries with a normalised timestamp, a level and, for access logs, ip, method,
 path, status and bytes; the exact operations of :mod:`readers.kit.records`
 (filter, count, distinct, sum/mean/min/max) run over all entries. Intent reads
-are BM25 over line units (:mod:`readers.kit.lines`).
+rank line units by any location method (:mod:`readers.kit.lines`).
 
 The Reader is a sniffer: it claims ``*.log`` (and ``name.log.2016-12-19``)
 and any UTF-8 file whose first lines mostly start with a timestamp or are
