@@ -372,24 +372,18 @@ PREVIEW_LINE_CHARS = 160
 
 
 def outline_lines(out: BoundedLines, headings: Sequence[Heading], dropped: int = 0) -> None:
+    """The headings with their line anchors, as many as fit: where to @focus= without reading the file."""
     if not headings:
         return
     more = f", {dropped:,} more not indexed" if dropped else ""
     out.add(f"headings ({len(headings)}{more}):")
-    shown = 0
-    for h in headings[:PREVIEW_HEADINGS]:
-        rest = len(headings) - shown - 1
-        line = f"{'  ' * h.level}L{h.line} {'#' * h.level} {h.title}"[:PREVIEW_LINE_CHARS]
-        if rest and out.room() - len(line) - 1 < len(f"  … {rest} more headings"):
-            break
-        if not out.add(line):
-            break
-        shown += 1
-    if shown < len(headings):
-        out.add(f"  … {len(headings) - shown} more headings")
+    lines = (f"{'  ' * h.level}L{h.line} {'#' * h.level} {h.title}"[:PREVIEW_LINE_CHARS]
+             for h in headings[:PREVIEW_HEADINGS])
+    out.add_list(lines, len(headings), lambda n: f"  … {n} more headings")
 
 
 def first_lines(out: BoundedLines, text: str, starts: Positions) -> None:
+    """The first lines, numbered, each shortened: what the file looks like when its outline says little."""
     if not len(starts) or not out.add("first lines:"):
         return
     for number, start in enumerate(starts[:PREVIEW_LINES].tolist(), 1):

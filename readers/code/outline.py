@@ -78,17 +78,8 @@ def _outline(out: BoundedLines, symbols: Sequence[Symbol]) -> None:
         return
     top = [i for i, s in enumerate(symbols) if s.parent is None]
     out.add(f"top-level symbols ({len(top):,} of {len(symbols):,}; @focus=#Name for one, its members included):")
-    shown = 0
-    for i in top:
-        line = _line(symbols[i], i, members)
-        rest = len(top) - shown - 1
-        if rest and out.room() - len(line) - 1 < 75:
-            break
-        if not out.add(line):
-            break
-        shown += 1
-    if shown < len(top):
-        out.add(f"  … {len(top) - shown:,} more top-level symbols (@focus=L<a>-<b> to read a part)")
+    lines = (_line(symbols[i], i, members) for i in top)
+    out.add_list(lines, len(top), lambda n: f"  … {n:,} more top-level symbols (@focus=L<a>-<b> to read a part)", 75)
 
 
 def _line(symbol: Symbol, at: int, members: Counter[int]) -> str:

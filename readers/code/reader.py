@@ -33,7 +33,6 @@ from readers import text as textreader
 from readers.base import (
     Anchor,
     ArtifactSource,
-    ArtifactTooLarge,
     BadAnchor,
     Batch,
     CostProfile,
@@ -46,8 +45,9 @@ from readers.base import (
 from readers.code.heuristic import INTERPRETERS, LANGUAGES, language_of
 from readers.code.outline import preview_text
 from readers.code.symbols import Symbol, SymbolIndex, index_symbols
-from readers.kit.anchors import line_span, segmentation_of
-from readers.retrieval.bm25index import Scores, UnitIndex, content_tokens
+from readers.kit.anchors import line_span, segmentation_of, segmented
+from readers.kit.source import read_within
+from readers.retrieval.bm25index import Scores, content_tokens
 from readers.retrieval.locate import UnitView, locate_units, unresolved
 from readers.retrieval.methods import METHODS
 from readers.retrieval.segment import Heading, Segmentation, segment, strip_span
@@ -79,10 +79,7 @@ class CodeReader(textreader.TextReader):
         return language_of(name, codecs.decode(head[:256], "utf-8", "ignore")) is not None
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            message = f"{source.size:,} bytes is over the Code Reader's {self.max_bytes:,}-byte bound"
-            raise ArtifactTooLarge(message, hint=textreader.TOO_LARGE_HINT)
-        data = source.read_bytes(self.max_bytes)
+        data = read_within(source, self.max_bytes, "Code", textreader.TOO_LARGE_HINT)
         text = textreader.decode_utf8(data)
         language = language_of(source.name, text[:256])
         if language is None:
@@ -101,10 +98,7 @@ class CodeReader(textreader.TextReader):
             full_view=text,
             kind="code",
             data={
-                "segmentation": seg,
-                "unit_starts": np.fromiter((s for s, _ in seg.units), np.int64, len(seg.units)),
-                "unit_ends": np.fromiter((e for _, e in seg.units), np.int64, len(seg.units)),
-                "index": UnitIndex(texts),
+                **segmented(seg, texts),
                 "language": language,
                 "flags": textreader.decode_flags(data, text),
                 "symbols": index,

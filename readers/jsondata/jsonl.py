@@ -27,7 +27,6 @@ import orjson
 
 from readers.base import (
     ArtifactSource,
-    ArtifactTooLarge,
     CostProfile,
     Parsed,
     ReaderError,
@@ -38,6 +37,7 @@ from readers.jsondata.shape import kind, sample
 from readers.kit import lines as log_lines
 from readers.kit import records as log_ops
 from readers.kit.bounded import BoundedLines
+from readers.kit.source import read_within
 from readers.ops import BadOperation, PatternClock
 
 SURVEY = 10_000
@@ -138,9 +138,7 @@ class JsonlReader(log_ops.RecordReader):
         return b"\x00" not in head
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(f"{source.size:,} bytes is over the JSONL Reader's bound", hint=_RAW_HINT)
-        data = source.read_bytes(self.max_bytes).removeprefix(b"\xef\xbb\xbf")
+        data = read_within(source, self.max_bytes, "JSONL", _RAW_HINT).removeprefix(b"\xef\xbb\xbf")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as err:

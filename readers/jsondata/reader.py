@@ -31,7 +31,6 @@ import orjson
 from readers.base import (
     Anchor,
     ArtifactSource,
-    ArtifactTooLarge,
     BadAnchor,
     Batch,
     CostProfile,
@@ -48,6 +47,7 @@ from readers.jsondata.shape import shape
 from readers.jsondata.spans import Tree, Unit, path_label, run_label
 from readers.kit import lines as log_lines
 from readers.kit.bounded import BoundedLines, clip, shorten
+from readers.kit.source import read_within
 from readers.ops import Operation, format_number, reduce_numbers, require_options
 from readers.retrieval.bm25index import UnitIndex
 from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
@@ -77,9 +77,7 @@ class JsonReader(Reader):
         return b"\x00" not in head
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(f"{source.size:,} bytes is over the JSON Reader's bound", hint=_RAW_HINT)
-        data = source.read_bytes(self.max_bytes).removeprefix(b"\xef\xbb\xbf")
+        data = read_within(source, self.max_bytes, "JSON", _RAW_HINT).removeprefix(b"\xef\xbb\xbf")
         value = load(data)
         try:
             full = orjson.dumps(value).decode()
@@ -173,7 +171,7 @@ class JsonReader(Reader):
             lines = ["no numeric value"]
             if values:
                 lines = [f"{name}({target}) = {format_number(reduce_numbers(name, values))}"]
-        return _aggregate(parsed, label, head, lines, n, note, max_chars)
+        return log_lines.results_batch(parsed, head, lines, (n, "values"), note, max_chars, label)
 
 
 def json_query_kind(value: Any) -> str:
@@ -247,24 +245,6 @@ def _inside(parsed: Parsed, scope: str, starts: np.ndarray, ends: np.ndarray) ->
     if not result.matches:
         raise json_query.bad_anchor(scope, _tree(parsed))
     return mask
-
-
-def _aggregate(
-    parsed: Parsed, label: str, head: str, lines: list[str], total: int, note: str, max_chars: int
-) -> Batch:
-    """One result item: the head line then result lines, cut at whole lines within ``max_chars``."""
-    shown = [head[: max(1, max_chars)]]
-    used = len(shown[0])
-    for line in lines:
-        if used + len(line) + 1 > max_chars:
-            break
-        shown.append(line)
-        used += len(line) + 1
-    count = len(shown) - 1
-    flags = ("results-truncated",) if count < len(lines) else ()
-    more = f"; showing {count:,} of {len(lines):,} results" if flags else ""
-    item = EvidenceItem(Anchor(label, 0, 0), "\n".join(shown))
-    return Batch((item,), Scope(total, "values", "exact", len(parsed.full_view), note + more), flags=flags)
 
 
 def _results(

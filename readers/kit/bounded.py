@@ -8,6 +8,8 @@ class, with the cut policy a parameter.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 ELLIPSIS = "…"
 
 
@@ -56,6 +58,24 @@ class BoundedLines:
         self.lines.append(line)
         self.size += len(line) + 1
         return True
+
+    def add_list(
+        self, lines: Iterable[str], total: int, more: Callable[[int], str], reserve: int | None = None
+    ) -> int:
+        """Add ``lines`` (the first of ``total``) while each leaves room for the line that says how many
+        are left out (``more(n)``, or ``reserve`` characters for it), then that line; how many were shown.
+        A list cut short says so instead of ending as if it were whole."""
+        shown = 0
+        for line in lines:
+            rest = total - shown - 1
+            if rest and self.room() - len(line) - 1 < (len(more(rest)) if reserve is None else reserve):
+                break
+            if not self.add(line):
+                break
+            shown += 1
+        if shown < total:
+            self.add(more(total - shown))
+        return shown
 
     def extend(self, other: BoundedLines) -> None:
         """Add the lines of a part built within its own share of the room, while they fit."""

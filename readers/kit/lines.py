@@ -14,7 +14,6 @@ for application logs.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -23,19 +22,18 @@ import numpy as np
 from readers.base import (
     Anchor,
     ArtifactTooLarge,
-    BadAnchor,
     Batch,
     EvidenceItem,
     Parsed,
     ReadIntent,
     Scope,
 )
+from readers.kit.anchors import line_range, lines_span
 from readers.kit.bounded import BoundedLines, clip, shorten
 from readers.retrieval.bm25index import Offsets, UnitIndex
 from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
 from readers.retrieval.segment import Positions, line_starts
 
-LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
 UNIT_CAP = 400
 """Longest unit; a longer line is cut into pieces (each still anchored by its line)."""
 INDEX_LIMIT = 16 * 1024 * 1024
@@ -67,15 +65,7 @@ def _starts(parsed: Parsed) -> Positions:
 
 def span(parsed: Parsed, first: int, last: int) -> tuple[int, int]:
     """[start, end) of lines first..last (1-based), without the final newline / CR."""
-    starts, text = _starts(parsed), parsed.full_view
-    n = len(starts)
-    start = int(starts[first - 1])
-    end = int(starts[last]) - 1 if last < n else len(text)
-    if last == n and text.endswith("\n"):
-        end -= 1
-    if end > start and text[end - 1] == "\r":
-        end -= 1
-    return start, max(start, end)
+    return lines_span(parsed.full_view, _starts(parsed), first, last)
 
 
 def line_text(parsed: Parsed, number: int) -> str:
@@ -91,14 +81,7 @@ def parse_anchor(parsed: Parsed, spec: str, how: str = "@focus=") -> Record:
     """``L12`` / ``L12-40`` -> (12, 40); BadAnchor with the valid range otherwise."""
     n = line_count(parsed)
     hint = f"anchors are line ranges; this file has {n:,} lines: try {how}L1-{min(n, 50)}"
-    match = LINE_ANCHOR.fullmatch(spec.strip())
-    if not match:
-        raise BadAnchor(f"unknown anchor {spec!r}", hint=hint)
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) else first
-    if not 1 <= first <= last <= n:
-        raise BadAnchor(f"line range {spec!r} is outside lines 1-{n:,}", hint=hint)
-    return first, last
+    return line_range(spec, n, f"unknown anchor {spec!r}", hint)
 
 
 def item(parsed: Parsed, first: int, last: int, score: float = 0.0, slots: tuple[int, ...] = ()) -> EvidenceItem:
@@ -256,20 +239,20 @@ def _result(text: str, parsed: Parsed) -> EvidenceItem:
 
 
 def results_batch(
-    parsed: Parsed, head: str, lines: Sequence[str], scanned: tuple[int, str], note: str, max_chars: int
+    parsed: Parsed, head: str, lines: Sequence[str], scanned: tuple[int, str], note: str, max_chars: int,
+    label: str | None = None,
 ) -> Batch:
-    """One result: a head line then result lines (count per group, aggregates), cut at whole lines."""
-    shown = [head[: max(max_chars, 1)]]
-    used = len(shown[0])
+    """One result: a head line then result lines (count per group, aggregates), cut at whole lines;
+    labelled ``label`` (a JSONPath), else by the whole file's lines it was computed from."""
+    out = BoundedLines(max(max_chars, 1))
+    out.add(head)
     for text in lines:
-        if used + len(text) + 1 > max_chars:
+        if not out.add(text):
             break
-        shown.append(text)
-        used += len(text) + 1
-    count = len(shown) - 1
+    count = len(out.lines) - 1
     flags = (RESULTS_TRUNCATED,) if count < len(lines) else ()
     more = f"; showing {count:,} of {len(lines):,} results" if flags else ""
-    item = _result("\n".join(shown), parsed)
+    item = _result(out.text(), parsed) if label is None else EvidenceItem(Anchor(label, 0, 0), out.text())
     return Batch((item,), Scope(*scanned, "exact", len(parsed.full_view), note + more), flags=flags)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from readers.base import ArtifactTooLarge
+from readers.base import ArtifactSource, ArtifactTooLarge
 
 TOO_LARGE_HINT = "read ranges of the original with @raw (e.g. head -c / tail -c)"
 
@@ -33,3 +33,11 @@ class MemorySource:
                 f"artifact is {len(self.data):,} bytes, over this Reader's {limit:,}-byte bound", hint=TOO_LARGE_HINT
             )
         return self.data
+
+
+def read_within(source: ArtifactSource, limit: int, reader: str, hint: str) -> bytes:
+    """The source's bytes, refused up front (before reading) when its size is over the Reader's bound:
+    ``reader`` names the Reader in the message, ``hint`` says what to ask instead."""
+    if source.size > limit:
+        raise ArtifactTooLarge(f"{source.size:,} bytes is over the {reader} Reader's {limit:,}-byte bound", hint=hint)
+    return source.read_bytes(limit)

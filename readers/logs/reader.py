@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 from readers.base import (
     ArtifactSource,
-    ArtifactTooLarge,
     CostProfile,
     Parsed,
     UnsupportedArtifact,
@@ -27,6 +26,7 @@ from readers.base import (
 from readers.kit import lines as log_lines
 from readers.kit import records as log_ops
 from readers.kit.bounded import BoundedLines, shorten
+from readers.kit.source import read_within
 from readers.logs import parse as log_parse
 from readers.ops import BadOperation
 from readers.text import decode_flags, decode_utf8, mostly_utf8
@@ -91,12 +91,7 @@ class LogReader(log_ops.RecordReader):
         return log_parse.sniff(head)
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(
-                f"{source.size:,} bytes is over the Log Reader's {self.max_bytes:,}-byte bound",
-                hint="read parts with @raw, or split the log",
-            )
-        data = source.read_bytes(self.max_bytes)
+        data = read_within(source, self.max_bytes, "Log", "read parts with @raw, or split the log")
         if b"\x00" in data:
             raise UnsupportedArtifact("binary data (NUL bytes) in a log", hint=_RAW_HINT)
         text = decode_utf8(data)

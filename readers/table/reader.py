@@ -39,6 +39,7 @@ from readers.base import (
     Scope,
     SlotCoverage,
 )
+from readers.kit.source import read_within
 from readers.ops import Operation
 from readers.retrieval.bm25index import UnitIndex, content_tokens
 from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
@@ -47,6 +48,7 @@ from readers.table.delimited import parse_csv
 from readers.table.model import Sheet, build_view, letter_index, no_gc, quote_sheet
 from readers.table.operations import operate
 from readers.table.preview import preview
+from readers.text import extension_of
 
 _XLSX = frozenset({".xlsx", ".xlsm"})
 _CSV = frozenset({".csv", ".tsv", ".tab"})
@@ -57,12 +59,6 @@ _METHOD = LABELS["bm25"]
 MAX_INDEXED_ROWS = 250_000
 """Intent reads rank rows with BM25; past this many rows the index costs seconds and
 hundreds of MiB (1M rows: 5-8 s, 890 MiB), so bigger tables are asked with exact operations."""
-
-
-def _ext(name: str) -> str:
-    base = name.rsplit("/", 1)[-1]
-    dot = base.rfind(".")
-    return base[dot:].lower() if dot > 0 else ""
 
 
 class TableReader(Reader):
@@ -79,31 +75,26 @@ class TableReader(Reader):
     cost = CostProfile(parse_ms_per_mb=40.0, per_call_chars=160, full_view_ratio=0.95)
 
     def accepts(self, name: str, head: bytes) -> bool:
-        ext = _ext(name)
+        ext = extension_of(name)
         if ext in _XLSX:
             return head.startswith(b"PK\x03\x04")
         utf16 = head.startswith((b"\xff\xfe", b"\xfe\xff"))
         return ext in _CSV and not head.startswith(b"PK\x03\x04") and (utf16 or b"\x00" not in head)
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(
-                f"{source.size:,} bytes is over the Tables Reader's {self.max_bytes:,}-byte bound",
-                hint="read parts with @raw (head -c) or split the file",
-            )
-        data = source.read_bytes(self.max_bytes)
+        data = read_within(source, self.max_bytes, "Tables", "read parts with @raw (head -c) or split the file")
         with no_gc():
             return self._parse(source.name, data)
 
     def _parse(self, name: str, data: bytes) -> Parsed:
-        if _ext(name) in _XLSX or data.startswith(b"PK\x03\x04"):
+        if extension_of(name) in _XLSX or data.startswith(b"PK\x03\x04"):
             from readers.table.xlsx import parse_xlsx
 
             view, sheets = build_view(parse_xlsx(data), titled=True)
             kind = "xlsx"
         else:
             view, sheets = build_view([parse_csv(data, name)], titled=False)
-            kind = "tsv" if _ext(name) in (".tsv", ".tab") else "csv"
+            kind = "tsv" if extension_of(name) in (".tsv", ".tab") else "csv"
         starts = np.concatenate([sh.row_starts for sh in sheets])
         ends = np.concatenate([sh.row_ends for sh in sheets])
         firsts = np.cumsum([0] + [sh.n_rows for sh in sheets])
