@@ -78,14 +78,8 @@ class Located:
 
 
 def locate_units(
-    parsed: Parsed,
-    view: UnitView,
-    intent: ReadIntent,
-    max_chars: int,
-    exclude: Sequence[tuple[int, int]] = (),
-    k: int | None = None,
-    contents: Sequence[frozenset[str]] | None = None,
-    adjust: Adjust | None = None,
+    parsed: Parsed, view: UnitView, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]] = (),
+    k: int | None = None, contents: Sequence[frozenset[str]] | None = None, adjust: Adjust | None = None,
 ) -> Located | None:
     """Rank the view's units by the intent's method and choose them within ``max_chars`` (at most
     ``k`` passages), never one overlapping ``exclude``; None when no slot has a content word
