@@ -35,6 +35,7 @@ from readers.base import (
     UnsupportedArtifact,
 )
 from readers.kit.anchors import anchor_span, segmentation_of
+from readers.kit.bounded import BoundedLines, shorten
 from readers.retrieval.bm25index import (
     Offsets,
     Scores,
@@ -172,8 +173,7 @@ class TextReader(Reader):
         )
         outline = BoundedLines(out.room() * 3 // 5 if len(seg.line_starts) else out.room())  # leave room for lines
         outline_lines(outline, seg.headings, seg.headings_dropped)
-        for line in outline.lines:
-            out.add(line)
+        out.extend(outline)
         first_lines(out, text, seg.line_starts)
         return out.text()
 
@@ -371,58 +371,25 @@ PREVIEW_LINES = 12
 PREVIEW_LINE_CHARS = 160
 
 
-class BoundedLines:
-    """Lines of text that never exceed a character budget (newlines included)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.lines: list[str] = []
-        self.size = -1  # no newline before the first line
-
-    def room(self) -> int:
-        return self.limit - self.size - 1
-
-    def add(self, line: str) -> bool:
-        """Append ``line`` if it fits; a first line that doesn't is cut."""
-        if not self.lines and len(line) > self.limit:
-            line = line[: self.limit]
-        if len(line) > self.room():
-            return False
-        self.lines.append(line)
-        self.size += len(line) + 1
-        return True
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
 def outline_lines(out: BoundedLines, headings: Sequence[Heading], dropped: int = 0) -> None:
+    """The headings with their line anchors, as many as fit: where to @focus= without reading the file."""
     if not headings:
         return
     more = f", {dropped:,} more not indexed" if dropped else ""
     out.add(f"headings ({len(headings)}{more}):")
-    shown = 0
-    for h in headings[:PREVIEW_HEADINGS]:
-        rest = len(headings) - shown - 1
-        line = f"{'  ' * h.level}L{h.line} {'#' * h.level} {h.title}"[:PREVIEW_LINE_CHARS]
-        if rest and out.room() - len(line) - 1 < len(f"  … {rest} more headings"):
-            break
-        if not out.add(line):
-            break
-        shown += 1
-    if shown < len(headings):
-        out.add(f"  … {len(headings) - shown} more headings")
+    lines = (f"{'  ' * h.level}L{h.line} {'#' * h.level} {h.title}"[:PREVIEW_LINE_CHARS]
+             for h in headings[:PREVIEW_HEADINGS])
+    out.add_list(lines, len(headings), lambda n: f"  … {n} more headings")
 
 
 def first_lines(out: BoundedLines, text: str, starts: Positions) -> None:
+    """The first lines, numbered, each shortened: what the file looks like when its outline says little."""
     if not len(starts) or not out.add("first lines:"):
         return
     for number, start in enumerate(starts[:PREVIEW_LINES].tolist(), 1):
         end = text.find("\n", start)
         line = text[start : end if end >= 0 else len(text)].rstrip("\r")
-        if len(line) > PREVIEW_LINE_CHARS:
-            line = line[:PREVIEW_LINE_CHARS] + "…"
-        if not out.add(f"{number:>4}| {line}"):
+        if not out.add(f"{number:>4}| {shorten(line, PREVIEW_LINE_CHARS)}"):
             return
     if len(starts) > PREVIEW_LINES:
         first, n = PREVIEW_LINES + 1, len(starts)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from readers.base import Reader, ReadIntent  # noqa: E402
 from readers.code.reader import CodeReader  # noqa: E402
 from readers.html.reader import HtmlReader  # noqa: E402
-from tests.reader_conformance import MemorySource  # noqa: E402
+from readers.kit.source import MemorySource  # noqa: E402
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:

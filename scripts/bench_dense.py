@@ -32,10 +32,11 @@ import xxhash
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from readers.base import Parsed, ReadIntent
+from readers.kit.source import MemorySource
 from readers.retrieval import dense
 from readers.retrieval.bm25index import blocked_mask, contextual_scores, select, smoothed
 from readers.text import TextReader, passage_items, unit_index_of
-from scripts.bench_evidence import DATA, HIT_COVERAGE, MemorySource, Span, _load, coverage
+from scripts.bench_evidence import DATA, HIT_COVERAGE, Span, _load, coverage
 
 SHORTLIST = dense.SHORTLIST
 

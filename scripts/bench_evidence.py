@@ -26,27 +26,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from readers.base import ReadIntent
+from readers.kit.source import MemorySource
 from readers.retrieval.bm25index import UnitIndex
 from readers.text import TextReader
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 HIT_COVERAGE = 0.8
 Span = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class MemorySource:
-    """An ArtifactSource over bytes in memory."""
-
-    name: str
-    content: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.content)
-
-    def read_bytes(self, limit: int) -> bytes:
-        return self.content
 
 
 @dataclass

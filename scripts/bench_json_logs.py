@@ -17,7 +17,6 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,27 +25,13 @@ import orjson
 from readers.base import Parsed, Reader, ReaderError, ReadIntent
 from readers.jsondata.jsonl import JsonlReader
 from readers.jsondata.reader import JsonReader
+from readers.kit.source import MemorySource
 from readers.logs.reader import LogReader
 from readers.ops import Operation, parse_where
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LOGS = DATA / "logs" / "elastic-examples"
 BIG = Path("/tmp/sparsefs-bench")
-
-
-@dataclass(frozen=True)
-class MemorySource:
-    """An ArtifactSource over bytes in memory (the daemon hands Readers the file's bytes)."""
-
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def read_bytes(self, limit: int) -> bytes:
-        return self.data
 
 
 def big_json() -> Path:

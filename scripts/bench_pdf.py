@@ -30,9 +30,9 @@ import pymupdf  # noqa: E402, F401
 IMPORT_S = time.perf_counter() - _started
 
 from readers.base import Parsed, ReadIntent  # noqa: E402
+from readers.kit.source import MemorySource  # noqa: E402
 from readers.pdf.extract import extract  # noqa: E402
 from readers.pdf.reader import PdfReader  # noqa: E402
-from tests.reader_conformance import MemorySource  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "pdf"
 INTENTS = {

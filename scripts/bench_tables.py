@@ -26,30 +26,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from readers.base import Parsed
+from readers.kit.source import MemorySource
 from readers.ops import build_operation
 from readers.table.reader import TableReader
 
 TMP = Path("/tmp/sparsefs-bench-tables")
 REGIONS = ["EU", "US", "APAC", "LATAM", "Middle East, Africa"]
-
-
-@dataclass(frozen=True)
-class Source:
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def read_bytes(self, limit: int) -> bytes:
-        return self.data
 
 
 def make_csv(path: Path, rows: int, quoted: bool) -> None:
@@ -92,12 +79,12 @@ def bench_sum(path: Path, runs: int) -> None:
     op = build_operation("sum", "price", {}, None)
 
     def cold() -> int:
-        parsed = reader.parse(Source(path.name, data))
+        parsed = reader.parse(MemorySource(path.name, data))
         return sum(len(i.text) for i in reader.operate(parsed, op, 2000).items)
 
     cold_s, exposed = timed(cold, runs)
-    parsed: Parsed = reader.parse(Source(path.name, data))
-    parse_s, _ = timed(lambda: reader.parse(Source(path.name, data)), runs)
+    parsed: Parsed = reader.parse(MemorySource(path.name, data))
+    parse_s, _ = timed(lambda: reader.parse(MemorySource(path.name, data)), runs)
     reader.operate(parsed, op, 2000)
     warm_s, _ = timed(lambda: reader.operate(parsed, op, 2000), runs)
     group = build_operation("sum", "price", {"by": "region", "where": "qty>=50"}, 5)
@@ -112,10 +99,10 @@ def bench_scout(path: Path, runs: int) -> None:
     reader, data = TableReader(), path.read_bytes()
 
     def cold() -> int:
-        return len(reader.preview(reader.parse(Source(path.name, data)), 2000))
+        return len(reader.preview(reader.parse(MemorySource(path.name, data)), 2000))
 
     cold_s, chars = timed(cold, runs)
-    parsed = reader.parse(Source(path.name, data))
+    parsed = reader.parse(MemorySource(path.name, data))
     warm_s, _ = timed(lambda: reader.preview(parsed, 2000), runs)
     print(f"{path.name}: {len(data) / 2**20:.1f} MiB; cold parse+@scout {cold_s:.2f} s, "
           f"warm @scout {warm_s * 1000:.0f} ms, {chars} chars")
@@ -134,7 +121,7 @@ def measure_rss(path: Path) -> None:
     from readers.base import ReaderError, ReadIntent
 
     reader, data = TableReader(), path.read_bytes()
-    parsed = reader.parse(Source(path.name, data))
+    parsed = reader.parse(MemorySource(path.name, data))
     reader.operate(parsed, build_operation("sum", "price", {}, None), 2000)
     rss = peak_rss_mib()
     print(f"peak RSS after parse + sum of {path.name}: {rss:.0f} MiB")

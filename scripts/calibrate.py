@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 from readers.base import Batch, Parsed, Reader, ReaderError, ReadIntent  # noqa: E402
 from readers.folder import FolderReader  # noqa: E402
 from readers.jsondata.reader import JsonReader  # noqa: E402
+from readers.kit.source import MemorySource  # noqa: E402
 from readers.ops import build_operation  # noqa: E402
 from readers.pdf.reader import PdfReader  # noqa: E402
 from readers.registry import group_of  # noqa: E402
@@ -72,7 +73,7 @@ from readers.selection import (  # noqa: E402
 from readers.table.reader import TableReader  # noqa: E402
 from readers.text import TextReader  # noqa: E402
 from scripts import calibration_sets as sets  # noqa: E402
-from scripts.bench_evidence import HIT_COVERAGE, MemorySource, coverage  # noqa: E402
+from scripts.bench_evidence import HIT_COVERAGE, coverage  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "readers" / "calibration.json"

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from readers.base import Parsed, Reader
 from readers.folder import FolderReader, Member, MemberView
+from readers.kit.source import MemorySource
 from readers.text import TextReader
-from scripts.bench_evidence import MemorySource
 
 PDF_REQUESTS: tuple[tuple[str, str, str], ...] = (
     ("pdf/filings/3M_2022_10K.pdf", "How many people did 3M employ at the end of 2022?",

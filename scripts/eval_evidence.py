@@ -66,6 +66,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 from bench_intent import Window, coverage, widen  # noqa: E402
 
 from readers.base import Parsed, Reader, ReadIntent  # noqa: E402
+from readers.kit.source import MemorySource  # noqa: E402
 from readers.registry import group_of  # noqa: E402
 from readers.retrieval.methods import dense_module  # noqa: E402
 from readers.selection import SNIPPETS, Choice  # noqa: E402
@@ -74,7 +75,6 @@ from sparsefs.artifacts.cache import ArtifactCache  # noqa: E402
 from sparsefs.protocol.access import DEFAULT_PACK_CHARS, Protocol  # noqa: E402
 from sparsefs.protocol.selecting import ConfigurationChooser, Selection  # noqa: E402
 from sparsefs.source.rootfs import SourceRoot  # noqa: E402
-from tests.reader_conformance import MemorySource  # noqa: E402
 from tests.replay import Task, TaskResult, replay  # noqa: E402
 
 QA = ROOT.parent / "shared" / "data" / "qa"

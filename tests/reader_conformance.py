@@ -17,7 +17,8 @@ pytest collects the inherited tests. What it checks, for every Reader:
 - the Object Preview respects its character bound;
 - located passages are exact slices of the full view, stay within the
   character budget, never overlap an excluded (already exposed) span, and
-  give one coverage entry per slot;
+  give one coverage entry per slot; so do those of every location method the
+  Reader declares in ``methods`` (the selector may pick any of them);
 - every anchor it hands out resolves back through ``focus`` to a region that
   contains the passage;
 - malformed input and random garbage raise ReaderError (never anything else)
@@ -43,6 +44,8 @@ import xxhash
 
 from readers import ops, registry
 from readers.base import BadAnchor, Batch, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
+from readers.kit.source import MemorySource
+from readers.retrieval.methods import METHODS
 
 MISSING = "no_such_field_zq9"
 OPERATION_BUDGETS = (120, 600, 3000)
@@ -57,25 +60,6 @@ class Sample:
     data: bytes
     intent: str
     slots: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MemorySource:
-    """An ArtifactSource over bytes in memory."""
-
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def read_bytes(self, limit: int) -> bytes:
-        from readers.base import ArtifactTooLarge
-
-        if len(self.data) > limit:
-            raise ArtifactTooLarge(f"{len(self.data)} bytes over {limit}")
-        return self.data
 
 
 class ReaderConformance:
@@ -228,6 +212,30 @@ class ReaderConformance:
                 s, e = item.anchor.char_start, item.anchor.char_end
                 assert all(e <= xs or s >= xe for xs, xe in spans), (sample.name, (s, e), spans)
 
+    def test_every_declared_method_runs_and_returns_slices(self) -> None:
+        """Each location method in ``methods`` (what the selector may pick for this Reader) answers under
+        the same contract as the default: exact slices within the budget, exclusion, one coverage entry
+        per slot, and the scope names the method that ran (hybrid without the dense extra: bm25). Each
+        finds evidence in some sample (lexical needs a slot's words as written, so not in every one)."""
+        assert self.reader.methods and self.reader.methods <= set(METHODS), self.reader.methods
+        found: set[str] = set()
+        for sample, parsed in self.parsed_samples():
+            slots = sample.slots or (sample.intent,)
+            for method in sorted(self.reader.methods):
+                intent, what = ReadIntent(sample.intent, slots, method=method), (sample.name, method)
+                batch = self.reader.locate(parsed, intent, 1500)
+                found |= {method} if batch.items else set()
+                _check_slices(parsed, batch, 1500, what)
+                assert [c.slot for c in batch.coverage] == list(slots), what
+                assert batch.scope.method.startswith(method) or (
+                    method == "hybrid" and batch.scope.method.startswith("bm25")
+                ), (what, batch.scope.method)
+                spans = tuple((i.anchor.char_start, i.anchor.char_end) for i in batch.items)
+                for item in self.reader.locate(parsed, intent, 1500, exclude=spans).items:
+                    s, e = item.anchor.char_start, item.anchor.char_end
+                    assert all(e <= xs or s >= xe for xs, xe in spans), (what, (s, e))
+        assert found == self.reader.methods, f"no evidence in any sample by {sorted(self.reader.methods - found)}"
+
     def test_anchors_resolve_back_through_focus(self) -> None:
         for sample, parsed in self.parsed_samples():
             for item in self.locate(sample, parsed, 1500).items:
@@ -323,6 +331,17 @@ class ReaderConformance:
                 finally:
                     assert time.monotonic() - started < self.time_bound_s, (sample.name, variant)
                 self.check_bounded(batch, 600, f"{sample.name} {variant}")
+
+
+def _check_slices(parsed: Parsed, batch: Batch, budget: int, what: object) -> None:
+    """Every passage is the full view's text at its anchor, and together they fit the budget (or are one
+    passage longer than it)."""
+    for item in batch.items:
+        a = item.anchor
+        assert 0 <= a.char_start < a.char_end <= len(parsed.full_view), (what, a)
+        assert parsed.full_view[a.char_start : a.char_end] == item.text, (what, a)
+    total = sum(len(item.text) for item in batch.items)
+    assert total <= max(budget, max((len(item.text) for item in batch.items), default=0)), (what, total)
 
 
 def _round_trip(parsed: Parsed, sample: Sample, reader: str, state: Path) -> Parsed:

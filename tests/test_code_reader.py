@@ -235,7 +235,9 @@ def test_methods_and_qualnames() -> None:
     by_name = {s.qualname: s for s in index.symbols}
     assert by_name["TextReader.locate"].kind == "method"
     assert by_name["TextReader"].kind == "class"
-    assert by_name["BoundedLines.add"].signature == "def add(self, line: str) -> bool"
+    assert by_name["ScopedView.part"].signature == "def part(self, scores: Scores) -> Scores"
+    bounded = _parse("bounded.py", (_TEXT_PY.parent / "kit" / "bounded.py").read_text()).data["symbols"]
+    assert {s.qualname: s for s in bounded.symbols}["BoundedLines.add"].signature == "def add(self, line: str) -> bool"
     assert "@dataclass(frozen=True)" in by_name["ScopedView"].decorators
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from readers.kit.source import MemorySource
 from readers.pdf.reader import PdfReader
-from sparsefs.artifacts.cache import BytesSource
 from sparsefs.guard.card import END, MARK
 from sparsefs.guard.policy import REOPEN_S
 from tests import mountutil
@@ -83,7 +83,7 @@ class Harness:
 @pytest.fixture(scope="module")
 def filing_text() -> bytes:
     """The 250-page filing's text, as its PdfReader full view."""
-    return PdfReader().parse(BytesSource(FILING.name, FILING.read_bytes())).full_view.encode()
+    return PdfReader().parse(MemorySource(FILING.name, FILING.read_bytes())).full_view.encode()
 
 
 @pytest.fixture

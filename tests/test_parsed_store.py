@@ -23,8 +23,9 @@ import xxhash
 
 from readers import registry
 from readers.base import Parsed, Reader, ReadIntent
+from readers.kit.source import MemorySource
 from readers.retrieval.segment import Heading
-from sparsefs.artifacts.cache import ArtifactCache, BytesSource
+from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store import parsed as parsed_store
 from sparsefs.store import serial
@@ -77,7 +78,7 @@ def store(tmp_path: Path) -> Iterator[ParsedStore]:
 def _parse(path: Path) -> tuple[Reader, Parsed]:
     data = path.read_bytes()
     reader = registry.select(path.name, data[:8192])
-    return reader, reader.parse(BytesSource(path.name, data))
+    return reader, reader.parse(MemorySource(path.name, data))
 
 
 def _intents(text: str) -> list[ReadIntent]:

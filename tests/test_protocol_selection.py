@@ -123,9 +123,9 @@ def test_refine_after_a_remount_keeps_the_episode_method(tmp_path: Path) -> None
 
 def test_a_dense_model_failing_at_run_time_leaves_bm25_answering(monkeypatch: pytest.MonkeyPatch) -> None:
     from readers.base import ReadIntent
+    from readers.kit.source import MemorySource
     from readers.retrieval import dense
     from readers.text import TextReader
-    from sparsefs.artifacts.cache import BytesSource
 
     if not dense.available():
         pytest.skip(dense.missing_reason())
@@ -138,6 +138,6 @@ def test_a_dense_model_failing_at_run_time_leaves_bm25_answering(monkeypatch: py
 
     monkeypatch.setattr(dense, "unit_similarities", broken)
     reader = TextReader()
-    parsed = reader.parse(BytesSource("r.md", (DEMO / REPORT).read_bytes()))
+    parsed = reader.parse(MemorySource("r.md", (DEMO / REPORT).read_bytes()))
     batch = reader.locate(parsed, ReadIntent("R&D expenses", ("R&D expenses",), method="hybrid"), 1500)
     assert "hybrid-unavailable" in batch.flags and batch.items and batch.scope.method.startswith("bm25")

@@ -11,7 +11,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +33,7 @@ from readers.base import (
     ReadIntent,
     UnsupportedArtifact,
 )
+from readers.kit.source import MemorySource
 from readers.retrieval.bm25index import UnitIndex
 from readers.retrieval.segment import MIN_UNIT, UNIT_CAP, segment
 from readers.text import TextReader
@@ -89,28 +89,13 @@ class Mounter:
 """
 
 
-@dataclass(frozen=True)
-class Source:
-    """An in-memory ArtifactSource."""
-
-    name: str
-    content: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.content)
-
-    def read_bytes(self, limit: int) -> bytes:
-        return self.content
-
-
 @pytest.fixture(scope="module")
 def reader() -> TextReader:
     return TextReader()
 
 
 def _parse(reader: TextReader, text: str, name: str = "doc.txt") -> Parsed:
-    return reader.parse(Source(name, text.encode("utf-8")))
+    return reader.parse(MemorySource(name, text.encode("utf-8")))
 
 
 def _jsonl(name: str) -> list[dict[str, Any]]:
@@ -166,7 +151,7 @@ def test_accepts_utf8_text_whatever_the_extension(reader: TextReader) -> None:
 @pytest.mark.parametrize("content", [b"PK\x03\x04\x00\x00binary", b"caf\xe9 au lait\n"])
 def test_binary_or_non_utf8_is_unsupported(reader: TextReader, content: bytes) -> None:
     with pytest.raises(UnsupportedArtifact) as err:
-        reader.parse(Source("x.txt", content))
+        reader.parse(MemorySource("x.txt", content))
     assert "@raw" in err.value.hint
 
 
@@ -275,7 +260,7 @@ def test_newlines_inside_a_paragraph_are_kept() -> None:
 @pytest.mark.parametrize(("name", "line"), [("a.txt", "a"), ("a.py", "x = 1"), ("a.csv", "1,2")])
 def test_tiny_lines_make_line_groups_of_a_few_hundred_chars(reader: TextReader, name: str, line: str) -> None:
     text = f"{line}\n" * 5_000
-    units = reader.parse(Source(name, text.encode())).data["segmentation"].units
+    units = reader.parse(MemorySource(name, text.encode())).data["segmentation"].units
     assert len(units) <= 2 * len(text) // UNIT_CAP
     assert all(UNIT_CAP // 2 < e - s <= UNIT_CAP for s, e in units[:-1])
 
@@ -359,7 +344,7 @@ def test_parse_work_is_bounded_on_hostile_input(reader: TextReader, kind: str) -
     name, text = _hostile(kind, 4 << 20)
     data = text.encode()
     started = time.perf_counter()
-    parsed, growth = _peak_rss_growth(lambda: reader.parse(Source(name, data)))
+    parsed, growth = _peak_rss_growth(lambda: reader.parse(MemorySource(name, data)))
     assert time.perf_counter() - started < 5.0
     assert growth is None or growth < 40 * len(data)  # measured: at most ~18 bytes per byte
     seg = parsed.data["segmentation"]

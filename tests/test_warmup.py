@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from readers.base import Parsed, ReadIntent
+from readers.kit.source import MemorySource
 from readers.retrieval import dense
 from readers.retrieval.methods import DENSE_KEY, warm_dense
 from readers.text import TextReader
-from scripts.bench_evidence import MemorySource
 from sparsefs.artifacts import warmup
 from sparsefs.artifacts.warmup import DenseWarmer
 

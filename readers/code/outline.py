@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from readers.code.symbols import Symbol, SymbolIndex
+from readers.kit.bounded import BoundedLines, clip
 from readers.retrieval.segment import Positions
-from readers.text import BoundedLines, first_lines
+from readers.text import first_lines
 
 OUTLINE_LINES = 400
 """Outline lines built before fitting (the budget keeps far fewer)."""
@@ -77,17 +78,8 @@ def _outline(out: BoundedLines, symbols: Sequence[Symbol]) -> None:
         return
     top = [i for i, s in enumerate(symbols) if s.parent is None]
     out.add(f"top-level symbols ({len(top):,} of {len(symbols):,}; @focus=#Name for one, its members included):")
-    shown = 0
-    for i in top:
-        line = _line(symbols[i], i, members)
-        rest = len(top) - shown - 1
-        if rest and out.room() - len(line) - 1 < 75:
-            break
-        if not out.add(line):
-            break
-        shown += 1
-    if shown < len(top):
-        out.add(f"  … {len(top) - shown:,} more top-level symbols (@focus=L<a>-<b> to read a part)")
+    lines = (_line(symbols[i], i, members) for i in top)
+    out.add_list(lines, len(top), lambda n: f"  … {n:,} more top-level symbols (@focus=L<a>-<b> to read a part)", 75)
 
 
 def _line(symbol: Symbol, at: int, members: Counter[int]) -> str:
@@ -95,4 +87,4 @@ def _line(symbol: Symbol, at: int, members: Counter[int]) -> str:
     extra = f"  [{count} members]" if count and symbol.parent is None else ""
     deco = " ".join(symbol.decorators) + " " if symbol.decorators else ""
     line = f"{'  ' * symbol.depth}L{symbol.first}-{symbol.last} {deco}{symbol.signature}{extra}"
-    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
+    return clip(line, LINE_CHARS)

@@ -1,7 +1,7 @@
 """The Code Reader: source files, read through their symbols.
 
 Full view: the decoded UTF-8 text, exactly. On top of the Text Reader's
-machinery (line groups, BM25, passage selection, line anchors) it adds a
+machinery (line groups, every location method, passage selection, line anchors) it adds a
 symbol index (:mod:`readers.code.symbols`: ``ast`` for Python, a masked-regex
 heuristic elsewhere, :mod:`readers.code.heuristic`) used four ways:
 
@@ -33,7 +33,6 @@ from readers import text as textreader
 from readers.base import (
     Anchor,
     ArtifactSource,
-    ArtifactTooLarge,
     BadAnchor,
     Batch,
     CostProfile,
@@ -41,22 +40,16 @@ from readers.base import (
     Parsed,
     ReadIntent,
     Scope,
-    SlotCoverage,
     UnsupportedArtifact,
 )
 from readers.code.heuristic import INTERPRETERS, LANGUAGES, language_of
 from readers.code.outline import preview_text
 from readers.code.symbols import Symbol, SymbolIndex, index_symbols
-from readers.kit.anchors import line_span, segmentation_of
-from readers.retrieval.bm25index import (
-    Scores,
-    UnitIndex,
-    blocked_mask,
-    content_tokens,
-    contextual_scores,
-    select,
-    smoothed,
-)
+from readers.kit.anchors import line_span, segmentation_of, segmented
+from readers.kit.source import read_within
+from readers.retrieval.bm25index import Scores, content_tokens
+from readers.retrieval.locate import UnitView, locate_units, unresolved
+from readers.retrieval.methods import METHODS
 from readers.retrieval.segment import Heading, Segmentation, segment, strip_span
 
 _SYMBOL_ANCHOR = re.compile(
@@ -76,7 +69,7 @@ class CodeReader(textreader.TextReader):
 
     name = "code"
     extensions = frozenset(LANGUAGES)
-    methods = frozenset({"bm25"})  # its own locate (symbol boosts) has no other method
+    methods = frozenset(METHODS)  # symbol boosts apply whatever the method
     magic = (b"#!",)
     cost = CostProfile(parse_ms_per_mb=900.0, per_call_chars=140, full_view_ratio=1.0)
 
@@ -86,10 +79,7 @@ class CodeReader(textreader.TextReader):
         return language_of(name, codecs.decode(head[:256], "utf-8", "ignore")) is not None
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            message = f"{source.size:,} bytes is over the Code Reader's {self.max_bytes:,}-byte bound"
-            raise ArtifactTooLarge(message, hint=textreader.TOO_LARGE_HINT)
-        data = source.read_bytes(self.max_bytes)
+        data = read_within(source, self.max_bytes, "Code", textreader.TOO_LARGE_HINT)
         text = textreader.decode_utf8(data)
         language = language_of(source.name, text[:256])
         if language is None:
@@ -108,10 +98,7 @@ class CodeReader(textreader.TextReader):
             full_view=text,
             kind="code",
             data={
-                "segmentation": seg,
-                "unit_starts": np.fromiter((s for s, _ in seg.units), np.int64, len(seg.units)),
-                "unit_ends": np.fromiter((e for _, e in seg.units), np.int64, len(seg.units)),
-                "index": UnitIndex(texts),
+                **segmented(seg, texts),
                 "language": language,
                 "flags": textreader.decode_flags(data, text),
                 "symbols": index,
@@ -132,21 +119,22 @@ class CodeReader(textreader.TextReader):
         view = _view(parsed, intent.scope)
         contents = [content_tokens(slot) | _named(parsed, slot) for slot in slots]
         flags = _index(parsed).flags
-        if not any(contents):
-            coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
-            return Batch((), view.scope, coverage, flags=("no-content-words", *flags))
-        bm25 = textreader.unit_index_of(parsed)
-        scored = {j: contextual_scores(bm25, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
-        raw = {j: view.part(_boosted(parsed, scores, slots[j])) for j, scores in scored.items()}
-        ranked = {j: smoothed(scores) for j, scores in raw.items()}
-        blocked = blocked_mask(view.starts, view.ends, exclude)
-        picked = textreader.passage_items(parsed, select(view.starts, view.ends, ranked, blocked, max_chars, k))
-        items = [_with_symbol(parsed, item) for item in picked]
+        units = UnitView(view.starts, view.ends, view.first, view.scope, lambda: textreader.unit_index_of(parsed))
+
+        def boost(j: int, scores: Scores) -> Scores:
+            return _boosted(parsed, scores, slots[j], view.first)
+
+        located = locate_units(parsed, units, intent, max_chars, exclude, k, contents, boost)
+        if located is None:
+            return unresolved(intent, view.scope, flags)
+        items = [_with_symbol(parsed, item) for item in textreader.passage_items(parsed, located.selection)]
+        ranking = located.ranking
         coverage = tuple(
-            textreader.slot_coverage(parsed, view, slot, j, contents[j], raw.get(j), items)
+            textreader.slot_coverage(parsed, view, slot, j, contents[j], ranking.raw.get(j), items, ranking.verbatim)
             for j, slot in enumerate(slots)
         )
-        return Batch(tuple(items), view.scope, coverage, flags=flags)
+        scope = dataclasses.replace(view.scope, method=ranking.method)
+        return Batch(tuple(items), scope, coverage, flags=(*flags, *ranking.flags))
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         spec = anchor.strip()
@@ -239,14 +227,16 @@ def _words(slot: str) -> list[str]:
     return list(dict.fromkeys(words + pairs + re.findall(r"[\w$.]+", slot)))
 
 
-def _boosted(parsed: Parsed, scores: Scores, slot: str) -> Scores:
-    """BM25 scores with the definitions of exactly named symbols raised above every other unit."""
+def _boosted(parsed: Parsed, scores: Scores, slot: str, first: int = 0) -> Scores:
+    """Unit scores (of the units from ``first`` on) with the definitions of exactly named symbols raised
+    above every other unit, whatever the location method scored."""
     by_name: dict[str, list[int]] = parsed.data["by_name"]
     weights: dict[int, float] = {}
     for word in _words(slot):
         weight = _BOOST if _IDENTIFIER.search(word) else _PLAIN_BOOST
         for u in by_name.get(word.lower(), ()):
-            weights[u] = max(weights.get(u, 0.0), weight)
+            if 0 <= u - first < len(scores):
+                weights[u - first] = max(weights.get(u - first, 0.0), weight)
     top = max(float(scores.max()) if len(scores) else 0.0, 1.0)
     for u, weight in weights.items():
         scores[u] = max(scores[u], 0.0) + weight * top

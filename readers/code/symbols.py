@@ -18,6 +18,8 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
+from readers.kit.bounded import clip
+
 MAX_SYMBOLS = 50_000
 """Symbols kept per file (the first ones, in document order)."""
 
@@ -136,7 +138,7 @@ def _python_symbol(
     depth: int,
     parent: int | None,
 ) -> Symbol:
-    decorators = tuple("@" + _short(ast.unparse(d)) for d in node.decorator_list)
+    decorators = tuple("@" + clip(ast.unparse(d), SIGNATURE_CHARS) for d in node.decorator_list)
     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
     kind = "class" if isinstance(node, ast.ClassDef) else "function"
     last = node.end_lineno or node.lineno
@@ -162,7 +164,7 @@ def _header(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef | ast
     header = _HEADER_END.sub("", chunk.rstrip())
     if header.endswith(":"):
         header = header[:-1]
-    return _short(" ".join(header.split()))
+    return clip(" ".join(header.split()), SIGNATURE_CHARS)
 
 
 def _bytes_cut(line: str, start: int, end: int | None) -> str:
@@ -170,10 +172,6 @@ def _bytes_cut(line: str, start: int, end: int | None) -> str:
     if line.isascii():
         return line[start:end]
     return line.encode("utf-8")[start:end].decode("utf-8", "ignore")
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= SIGNATURE_CHARS else text[: SIGNATURE_CHARS - 1] + "…"
 
 
 def _in_order(symbols: list[Symbol]) -> tuple[Symbol, ...]:
@@ -213,6 +211,7 @@ def nest(symbols: list[tuple[str, str, str, int, int, int]]) -> tuple[Symbol, ..
         if kind == "function" and parent is not None and out[parent].kind in CONTAINER_KINDS:
             kind = "method"
         depth = len(open_)
-        out.append(Symbol(name, prefix + name, kind, _short(signature), first, line, last, depth, parent))
+        signature = clip(signature, SIGNATURE_CHARS)
+        out.append(Symbol(name, prefix + name, kind, signature, first, line, last, depth, parent))
         open_.append(len(out) - 1)
     return tuple(out)

@@ -21,12 +21,9 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-import numpy as np
-
 from readers import text as textreader
 from readers.base import (
     ArtifactSource,
-    ArtifactTooLarge,
     Batch,
     CostProfile,
     Parsed,
@@ -34,8 +31,9 @@ from readers.base import (
     UnsupportedArtifact,
 )
 from readers.html.extract import Page, extract
-from readers.kit.anchors import segmentation_of
-from readers.retrieval.bm25index import UnitIndex
+from readers.kit.anchors import segmentation_of, segmented
+from readers.kit.bounded import BoundedLines
+from readers.kit.source import read_within
 from readers.retrieval.segment import segment
 
 _DECLARED = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
@@ -61,10 +59,7 @@ class HtmlReader(textreader.TextReader):
         return textreader.extension_of(name) in self.extensions or looks_like_html(head)
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            message = f"{source.size:,} bytes is over the HTML Reader's {self.max_bytes:,}-byte bound"
-            raise ArtifactTooLarge(message, hint="read parts with @raw, or grep it")
-        data = source.read_bytes(self.max_bytes)
+        data = read_within(source, self.max_bytes, "HTML", "read parts with @raw, or grep it")
         if _binary(data):
             raise UnsupportedArtifact("binary data, not an HTML page", hint=_HINT)
         html, charset = decode(data)
@@ -77,10 +72,7 @@ class HtmlReader(textreader.TextReader):
             full_view=text,
             kind="html",
             data={
-                "segmentation": seg,
-                "unit_starts": np.fromiter((s for s, _ in seg.units), np.int64, len(seg.units)),
-                "unit_ends": np.fromiter((e for _, e in seg.units), np.int64, len(seg.units)),
-                "index": UnitIndex([text[s:e] for s, e in seg.units]),
+                **segmented(seg, [text[s:e] for s, e in seg.units]),
                 "page": page,
                 "charset": charset,
                 "source_bytes": len(data),
@@ -103,7 +95,7 @@ class HtmlReader(textreader.TextReader):
             return ""
         page: Page = parsed.data["page"]
         seg = segmentation_of(parsed)
-        out = textreader.BoundedLines(max_chars)
+        out = BoundedLines(max_chars)
         out.add(f'html page: "{page.title or "(no title)"}"'[: textreader.PREVIEW_LINE_CHARS])
         where = "marked main content" if page.used_main else "page body, link lists dropped"
         out.add(
@@ -112,10 +104,9 @@ class HtmlReader(textreader.TextReader):
             f"{page.links:,} links on the page, {page.links_kept:,} in the main text; "
             f"{parsed.data['source_bytes']:,} bytes, {parsed.data['charset']}"
         )
-        outline = textreader.BoundedLines(out.room() * 3 // 5)
+        outline = BoundedLines(out.room() * 3 // 5)
         textreader.outline_lines(outline, seg.headings, seg.headings_dropped)
-        for line in outline.lines:
-            out.add(line)
+        out.extend(outline)
         textreader.first_lines(out, parsed.full_view, seg.line_starts)
         return out.text()
 

@@ -27,7 +27,6 @@ import orjson
 
 from readers.base import (
     ArtifactSource,
-    ArtifactTooLarge,
     CostProfile,
     Parsed,
     ReaderError,
@@ -37,6 +36,8 @@ from readers.jsondata import query as json_query
 from readers.jsondata.shape import kind, sample
 from readers.kit import lines as log_lines
 from readers.kit import records as log_ops
+from readers.kit.bounded import BoundedLines
+from readers.kit.source import read_within
 from readers.ops import BadOperation, PatternClock
 
 SURVEY = 10_000
@@ -137,9 +138,7 @@ class JsonlReader(log_ops.RecordReader):
         return b"\x00" not in head
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(f"{source.size:,} bytes is over the JSONL Reader's bound", hint=_RAW_HINT)
-        data = source.read_bytes(self.max_bytes).removeprefix(b"\xef\xbb\xbf")
+        data = read_within(source, self.max_bytes, "JSONL", _RAW_HINT).removeprefix(b"\xef\xbb\xbf")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -162,7 +161,7 @@ class JsonlReader(log_ops.RecordReader):
     def preview(self, parsed: Parsed, max_chars: int) -> str:
         if max_chars <= 0:
             return ""
-        out = log_lines.Bounded(max_chars)
+        out = BoundedLines(max_chars, cut_from=log_lines.CUT_FROM)
         table = JsonlTable(parsed)
         n, bad = len(table), parsed.data["bad"]
         bad_note = f", {bad:,} bad lines (not JSON, kept verbatim)" if bad else ""
@@ -172,7 +171,7 @@ class JsonlReader(log_ops.RecordReader):
             if times:
                 out.add(f"time field {table.time_key}: {times[0]} .. {times[-1]}")
         surveyed = min(n, SURVEY)
-        keys = log_lines.Bounded(out.room() * 11 // 20)
+        keys = BoundedLines(out.room() * 11 // 20, cut_from=log_lines.CUT_FROM)
         keys.add(f"keys (records holding them, of the first {surveyed:,}):")
         types: dict[str, Counter[str]] = parsed.data["types"]
         examples: dict[str, str] = parsed.data["examples"]
@@ -180,14 +179,12 @@ class JsonlReader(log_ops.RecordReader):
             shown = "|".join(t for t, _ in types[key].most_common(3)) + examples.get(key, "")
             if not keys.add(f"  {key}: {shown} ({count:,})"):
                 break
-        for line in keys.lines:
-            out.add(line)
+        out.extend(keys)
         ask = "ask: @filter&where=field:value | @count&by=field | @distinct=field | @sum=field | @focus=L1-20"
-        records = log_lines.Bounded(out.room() - len(ask) - 1)
+        records = BoundedLines(out.room() - len(ask) - 1, cut_from=log_lines.CUT_FROM)
         if records.add("first records:"):
             log_lines.sample_lines(records, parsed, table.numbers[:3], width=300)
-        for line in records.lines:
-            out.add(line)
+        out.extend(records)
         out.add(ask)
         return out.text()
 

@@ -4,9 +4,10 @@ Full view: ``orjson.dumps(document)`` (no whitespace, keys in source order),
 the cheapest faithful rendering; its length is L. Anchors are JSONPath
 (RFC 9535, via python-jsonpath): ``$.items[3].id``, ``$.items[3:6]``,
 ``$['a b']``; ``@focus=`` returns every match as an exact slice of the full
-view (an object member with its key, ``"id":3``). Intent reads are BM25 over
-units (values up to 400 characters, small siblings grouped, see
-:mod:`readers.jsondata.spans`), each indexed with the key names above it.
+view (an object member with its key, ``"id":3``). Intent reads rank units
+(values up to 400 characters, small siblings grouped, see
+:mod:`readers.jsondata.spans`), each indexed with the key names above it, by
+any location method (:mod:`readers.retrieval.locate`).
 Exact operations: ``path`` (a head item, then one item per match anchored by
 its concrete path), ``count``, ``distinct`` and ``sum/mean/min/max`` over a
 JSONPath's matches (one item: a head line, then the result lines). They take
@@ -30,7 +31,6 @@ import orjson
 from readers.base import (
     Anchor,
     ArtifactSource,
-    ArtifactTooLarge,
     BadAnchor,
     Batch,
     CostProfile,
@@ -40,15 +40,18 @@ from readers.base import (
     ReaderError,
     ReadIntent,
     Scope,
-    SlotCoverage,
     UnsupportedArtifact,
 )
 from readers.jsondata import query as json_query
 from readers.jsondata.shape import shape
 from readers.jsondata.spans import Tree, Unit, path_label, run_label
 from readers.kit import lines as log_lines
+from readers.kit.bounded import BoundedLines, clip, shorten
+from readers.kit.source import read_within
 from readers.ops import Operation, format_number, reduce_numbers, require_options
-from readers.retrieval.bm25index import blocked_mask, content_tokens, contextual_scores, select, smoothed
+from readers.retrieval.bm25index import UnitIndex
+from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
+from readers.retrieval.methods import METHODS
 
 _RAW_HINT = "read the original bytes with @raw"
 _FOCUS_ITEMS = 200
@@ -67,15 +70,14 @@ class JsonReader(Reader):
     extensions = frozenset({".json", ".geojson"})
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     operations = frozenset({"path", "count", "distinct", "sum", "mean", "min", "max"})
+    methods = frozenset(METHODS)
     cost = CostProfile(parse_ms_per_mb=70.0, per_call_chars=120, full_view_ratio=0.8)
 
     def accepts(self, name: str, head: bytes) -> bool:
         return b"\x00" not in head
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(f"{source.size:,} bytes is over the JSON Reader's bound", hint=_RAW_HINT)
-        data = source.read_bytes(self.max_bytes).removeprefix(b"\xef\xbb\xbf")
+        data = read_within(source, self.max_bytes, "JSON", _RAW_HINT).removeprefix(b"\xef\xbb\xbf")
         value = load(data)
         try:
             full = orjson.dumps(value).decode()
@@ -89,12 +91,12 @@ class JsonReader(Reader):
         if max_chars <= 0:
             return ""
         tree = _tree(parsed)
-        out = log_lines.Bounded(max_chars)
+        out = BoundedLines(max_chars, cut_from=log_lines.CUT_FROM)
         out.add(f"json: {len(parsed.full_view):,} chars minified; top level {json_query_kind(tree.value)}")
         if parsed.data.get("lossy_numbers"):
             out.add("note: integers beyond 64 bits are shown as floats (rounded); @raw has the exact digits")
         for line in shape(tree.value):
-            if not out.add(log_lines.shorten(line, 160)):
+            if not out.add(shorten(line, 160)):
                 break
         out.add("ask: @path=$.a[*].b | @focus=$.a[0] | @count=$.a[*] | @intent=...")
         return out.text()
@@ -107,7 +109,6 @@ class JsonReader(Reader):
         exclude: Sequence[tuple[int, int]] = (),
         k: int | None = None,
     ) -> Batch:
-        slots = intent.slots or (intent.text,)
         units, starts, ends = _units(parsed)
         ids = np.arange(len(units))
         key, note, chars = "", "", len(parsed.full_view)
@@ -116,24 +117,22 @@ class JsonReader(Reader):
             key, note = intent.scope.strip(), f"scope {intent.scope.strip()}"
             chars = int((ends[ids] - starts[ids]).sum())
         starts, ends = starts[ids], ends[ids]
-        index = log_lines.cached_index(parsed, key, chars, lambda: _texts(parsed, units, ids), _LARGE_HINT)
-        blocked = blocked_mask(starts, ends, exclude)
-        scope = Scope(len(ids), "values", _METHOD, chars, note)
-        contents = [content_tokens(slot) for slot in slots]
-        if not any(contents):
-            return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), ("no-content-words",))
-        raw = {j: contextual_scores(index, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
-        sel = select(starts, ends, {j: smoothed(s) for j, s in raw.items()}, blocked, max_chars, k)
+
+        def index() -> UnitIndex:
+            return log_lines.cached_index(parsed, key, chars, lambda: _texts(parsed, units, ids), _LARGE_HINT)
+
+        view = UnitView(starts, ends, 0, Scope(len(ids), "values", _METHOD, chars, note), index, ids)
+        located = locate_units(parsed, view, intent, max_chars, exclude, k)
+        if located is None:
+            return unresolved(intent, view.scope)
+        tree, sel = _tree(parsed), located.selection
         items = []
         for run in _split(sel.passages(), ids):
             start, end = int(starts[run[0]]), int(ends[run[-1]])
-            label = run_label(_tree(parsed), units[ids[run[0]]].first, units[ids[run[-1]]].last)
-            score = round(max(sel.best[u] for u in run), 4)
-            run_slots = tuple(sorted(set().union(*(sel.slots[u] for u in run))))
-            items.append(EvidenceItem(Anchor(label, start, end), parsed.full_view[start:end], score, run_slots))
-        picked = [units[i] for i in ids]
-        coverage = tuple(_coverage(parsed, picked, s, j, contents[j], raw.get(j), items) for j, s in enumerate(slots))
-        return Batch(tuple(items), scope, coverage)
+            label = run_label(tree, units[ids[run[0]]].first, units[ids[run[-1]]].last)
+            items.append(EvidenceItem(Anchor(label, start, end), parsed.full_view[start:end], run_score(sel, run),
+                                      run_slots(sel, run)))
+        return located.batch(items, view.scope, lambda u: run_label(tree, units[ids[u]].first, units[ids[u]].last))
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         tree = _tree(parsed)
@@ -172,7 +171,7 @@ class JsonReader(Reader):
             lines = ["no numeric value"]
             if values:
                 lines = [f"{name}({target}) = {format_number(reduce_numbers(name, values))}"]
-        return _aggregate(parsed, label, head, lines, n, note, max_chars)
+        return log_lines.results_batch(parsed, head, lines, (n, "values"), note, max_chars, label)
 
 
 def json_query_kind(value: Any) -> str:
@@ -248,38 +247,6 @@ def _inside(parsed: Parsed, scope: str, starts: np.ndarray, ends: np.ndarray) ->
     return mask
 
 
-def _coverage(
-    parsed: Parsed, units: list[Unit], slot: str, j: int, content: frozenset[str], scores: Any,
-    items: Sequence[EvidenceItem],
-) -> SlotCoverage:
-    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
-        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
-    if scores is None:
-        return SlotCoverage(slot, "unresolved")
-    best = [int(u) for u in np.argsort(-scores, kind="stable")[:3] if scores[u] > 0]
-    return SlotCoverage(slot, "unresolved", candidates=tuple(run_label(_tree(parsed), units[u].first, units[u].last)
-                                                            for u in best))
-
-
-def _aggregate(
-    parsed: Parsed, label: str, head: str, lines: list[str], total: int, note: str, max_chars: int
-) -> Batch:
-    """One result item: the head line then result lines, cut at whole lines within ``max_chars``."""
-    shown = [head[: max(1, max_chars)]]
-    used = len(shown[0])
-    for line in lines:
-        if used + len(line) + 1 > max_chars:
-            break
-        shown.append(line)
-        used += len(line) + 1
-    count = len(shown) - 1
-    flags = ("results-truncated",) if count < len(lines) else ()
-    more = f"; showing {count:,} of {len(lines):,} results" if flags else ""
-    item = EvidenceItem(Anchor(label, 0, 0), "\n".join(shown))
-    return Batch((item,), Scope(total, "values", "exact", len(parsed.full_view), note + more), flags=flags)
-
-
 def _results(
     parsed: Parsed, label: str, head: str, lines: list[tuple[str, str]], total: int, note: str, max_chars: int
 ) -> Batch:
@@ -290,7 +257,7 @@ def _results(
         room = max_chars - used - 1
         if len(line) > room:
             if len(items) == 1 and room > 40:
-                items.append(EvidenceItem(Anchor(where, 0, 0), line[: room - 1] + "…"))
+                items.append(EvidenceItem(Anchor(where, 0, 0), clip(line, room)))
             break
         items.append(EvidenceItem(Anchor(where, 0, 0), line))
         used += len(line) + 1

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from readers.jsondata.spans import step
+from readers.kit.bounded import shorten
 
 MAX_DEPTH = 5
 MAX_KEYS = 14
@@ -31,8 +32,7 @@ def kind(value: Any) -> str:
 
 def sample(value: Any) -> str:
     if isinstance(value, str):
-        text = value if len(value) <= SAMPLE_CHARS else value[:SAMPLE_CHARS] + "…"
-        return '"' + text.replace("\n", "\\n") + '"'
+        return '"' + shorten(value, SAMPLE_CHARS).replace("\n", "\\n") + '"'
     if isinstance(value, (dict, list)):
         return ""
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

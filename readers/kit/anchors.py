@@ -2,7 +2,9 @@
 
 Shared by the Readers whose full view is text segmented by ``readers.retrieval.segment`` (text,
 markdown, code, HTML): an anchor resolves to the [start, end) span it names, for ``@focus=`` and
-``&scope=``, or raises BadAnchor with a hint that says what the file has.
+``&scope=``, or raises BadAnchor with a hint that says what the file has. The line-range parsing
+and spans are also the record Readers' (:mod:`readers.kit.lines`), and :func:`segmented` is what
+the segmented Readers keep of a parse.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from readers.base import BadAnchor, Parsed
-from readers.retrieval.segment import MAX_HEADINGS, Heading, Segmentation
+from readers.retrieval.bm25index import UnitIndex
+from readers.retrieval.segment import MAX_HEADINGS, Heading, Positions, Segmentation
 
-_LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
+LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
 _CHAR_ANCHOR = re.compile(r"c(\d{1,12})-(\d{1,12})", re.IGNORECASE)
 
 
@@ -22,6 +28,18 @@ def segmentation_of(parsed: Parsed) -> Segmentation:
     seg = parsed.data["segmentation"]
     assert isinstance(seg, Segmentation)
     return seg
+
+
+def segmented(seg: Segmentation, texts: list[str]) -> dict[str, Any]:
+    """What a Reader whose full view is segmented text keeps for its anchors and its locate: the
+    segmentation, the units' offsets, and the index of ``texts`` (what each unit is searched as)."""
+    n = len(seg.units)
+    return {
+        "segmentation": seg,
+        "unit_starts": np.fromiter((s for s, _ in seg.units), np.int64, n),
+        "unit_ends": np.fromiter((e for _, e in seg.units), np.int64, n),
+        "index": UnitIndex(texts),
+    }
 
 
 def anchor_span(parsed: Parsed, anchor: str, how: str) -> tuple[int, int]:
@@ -50,21 +68,34 @@ def line_span(parsed: Parsed, spec: str, how: str) -> tuple[int, int]:
     n = len(starts)
     hint = f"file has {n} lines; try {how}L1-{n}" if n else "the file is empty; read it with @full"
     what = "scope" if how.startswith("&") else "anchor"
-    match = _LINE_ANCHOR.fullmatch(spec)
+    first, last = line_range(spec, n, f"unknown {what} {spec!r} for a text file", hint)
+    return lines_span(parsed.full_view, starts, first, last)
+
+
+def line_range(spec: str, n: int, unknown: str, hint: str) -> tuple[int, int]:
+    """(first, last) of ``L12`` / ``L12-40`` / ``L12-L40`` within lines 1..n; BadAnchor (``unknown`` for
+    what is no line range at all) with ``hint`` otherwise."""
+    match = LINE_ANCHOR.fullmatch(spec.strip())
     if not match:
-        raise BadAnchor(f"unknown {what} {spec!r} for a text file", hint=hint)
+        raise BadAnchor(unknown, hint=hint)
     first = int(match.group(1))
     last = int(match.group(2)) if match.group(2) else first
     if not 1 <= first <= last <= n:
-        raise BadAnchor(f"line range {spec!r} is outside lines 1-{n}", hint=hint)
-    text = parsed.full_view
+        raise BadAnchor(f"line range {spec!r} is outside lines 1-{n:,}", hint=hint)
+    return first, last
+
+
+def lines_span(text: str, starts: Positions, first: int, last: int) -> tuple[int, int]:
+    """[start, end) of lines first..last (1-based) of ``text``: the end excludes the last line's newline
+    and, for CRLF, its CR, so the anchor ends with the line's text."""
+    n = len(starts)
+    start = int(starts[first - 1])
     end = int(starts[last]) - 1 if last < n else len(text)
     if last == n and text.endswith("\n"):
         end -= 1
-    start = int(starts[first - 1])
-    if end > start and text[end - 1] == "\r":  # CRLF: the anchor ends with the line's text
+    if end > start and text[end - 1] == "\r":
         end -= 1
-    return start, end
+    return start, max(start, end)
 
 
 def _heading_span(parsed: Parsed, title: str, how: str) -> tuple[int, int]:

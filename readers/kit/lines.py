@@ -2,9 +2,10 @@
 
 Both serve a full view whose lines are the source's lines (same numbering), so
 every anchor is a line range ``L120`` / ``L120-130``. This module holds what
-they share: line spans, line anchors, BM25 over line units (one unit per
-non-blank line, reusing :mod:`readers.retrieval.bm25index`), and the shaping of exact
-results (counts, matching records) into bounded batches.
+they share: line spans, line anchors, intent reads over line units (one unit
+per non-blank line, located by :mod:`readers.retrieval.locate` with any location
+method), and the shaping of exact results (counts, matching records) into
+bounded batches.
 
 A *record* is a run of lines ``(first, last)`` (1-based, inclusive): one line
 for JSONL and access logs, a line and its continuation lines (a stack trace)
@@ -13,7 +14,6 @@ for application logs.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -22,34 +22,27 @@ import numpy as np
 from readers.base import (
     Anchor,
     ArtifactTooLarge,
-    BadAnchor,
     Batch,
     EvidenceItem,
     Parsed,
     ReadIntent,
     Scope,
-    SlotCoverage,
 )
-from readers.retrieval.bm25index import (
-    Offsets,
-    UnitIndex,
-    blocked_mask,
-    content_tokens,
-    contextual_scores,
-    select,
-    smoothed,
-)
+from readers.kit.anchors import line_range, lines_span
+from readers.kit.bounded import BoundedLines, clip, shorten
+from readers.retrieval.bm25index import Offsets, UnitIndex
+from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
 from readers.retrieval.segment import Positions, line_starts
 
-LINE_ANCHOR = re.compile(r"L(\d{1,12})(?:-L?(\d{1,12}))?", re.IGNORECASE)
 UNIT_CAP = 400
+"""Longest unit; a longer line is cut into pieces (each still anchored by its line)."""
 INDEX_LIMIT = 16 * 1024 * 1024
 """Most characters one BM25 index covers (~3 s to build on the reference machine)."""
-"""Longest unit; a longer line is cut into pieces (each still anchored by its line)."""
 MAX_UNITS = 400_000
 """Past this many non-blank lines, consecutive lines are grouped into one unit."""
-MAX_SHOWN_LINE = 2_000
-"""A record line longer than this is shown cut in previews and samples."""
+CUT_FROM = 40
+"""A record preview clips a line too long for the room left while this many characters are left
+(``BoundedLines(..., cut_from=CUT_FROM)``): a long record still shows its start."""
 RESULTS_TRUNCATED = "results-truncated"
 METHOD = "bm25+neighbours"
 
@@ -72,15 +65,7 @@ def _starts(parsed: Parsed) -> Positions:
 
 def span(parsed: Parsed, first: int, last: int) -> tuple[int, int]:
     """[start, end) of lines first..last (1-based), without the final newline / CR."""
-    starts, text = _starts(parsed), parsed.full_view
-    n = len(starts)
-    start = int(starts[first - 1])
-    end = int(starts[last]) - 1 if last < n else len(text)
-    if last == n and text.endswith("\n"):
-        end -= 1
-    if end > start and text[end - 1] == "\r":
-        end -= 1
-    return start, max(start, end)
+    return lines_span(parsed.full_view, _starts(parsed), first, last)
 
 
 def line_text(parsed: Parsed, number: int) -> str:
@@ -96,14 +81,7 @@ def parse_anchor(parsed: Parsed, spec: str, how: str = "@focus=") -> Record:
     """``L12`` / ``L12-40`` -> (12, 40); BadAnchor with the valid range otherwise."""
     n = line_count(parsed)
     hint = f"anchors are line ranges; this file has {n:,} lines: try {how}L1-{min(n, 50)}"
-    match = LINE_ANCHOR.fullmatch(spec.strip())
-    if not match:
-        raise BadAnchor(f"unknown anchor {spec!r}", hint=hint)
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) else first
-    if not 1 <= first <= last <= n:
-        raise BadAnchor(f"line range {spec!r} is outside lines 1-{n:,}", hint=hint)
-    return first, last
+    return line_range(spec, n, f"unknown anchor {spec!r}", hint)
 
 
 def item(parsed: Parsed, first: int, last: int, score: float = 0.0, slots: tuple[int, ...] = ()) -> EvidenceItem:
@@ -177,68 +155,44 @@ def split(text: str, start: int, end: int) -> list[tuple[int, int]]:
 def locate(
     parsed: Parsed, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]], k: int | None
 ) -> Batch:
-    """BM25 over line units; passages are runs of lines anchored ``L<a>-<b>``."""
-    slots = intent.slots or (intent.text,)
+    """Line units ranked by the intent's location method (:mod:`readers.retrieval.locate`); passages are
+    runs of lines anchored ``L<a>-<b>``."""
     starts, ends = _units(parsed)
-    key, note, chars = "", "", len(parsed.full_view)
+    first, key, note, chars = 0, "", "", len(parsed.full_view)
     if intent.scope:
         lo, hi = span(parsed, *parse_anchor(parsed, intent.scope, "&scope="))
         inside = (starts >= lo) & (ends <= hi)
+        first = int(np.argmax(inside)) if inside.any() else 0
         starts, ends = starts[inside], ends[inside]
         key, note, chars = intent.scope.strip(), f"scope {intent.scope.strip()}", hi - lo
     text = parsed.full_view
     hint = "narrow it with &scope=L<a>-<b>, or use the exact @filter=<regex> / @count"
-    index = cached_index(parsed, key, chars, lambda: [text[s:e] for s, e in zip(starts, ends, strict=True)], hint)
-    blocked = blocked_mask(starts, ends, exclude)
-    scope = Scope(len(starts), "lines", METHOD, chars, note)
-    contents = [content_tokens(slot) for slot in slots]
-    if not any(contents):
-        return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), ("no-content-words",))
-    raw = {j: contextual_scores(index, slot, intent.context) for j, slot in enumerate(slots) if contents[j]}
-    sel = select(starts, ends, {j: smoothed(s) for j, s in raw.items()}, blocked, max_chars, k)
-    items = []
-    for run in sel.passages():
-        start, end = int(starts[run[0]]), int(ends[run[-1]])
-        first, last = _line_of(parsed, start), _line_of(parsed, end - 1)
-        run_slots = tuple(sorted(set().union(*(sel.slots[u] for u in run))))
-        anchor = Anchor(label(first, last), start, end, first, last)
-        found = EvidenceItem(anchor, parsed.full_view[start:end], round(max(sel.best[u] for u in run), 4), run_slots)
-        items.append(found)
-    coverage = tuple(
-        _coverage(parsed, slot, j, contents[j], raw.get(j), items, blocked, starts) for j, slot in enumerate(slots)
-    )
-    return Batch(tuple(items), scope, coverage)
+
+    def index() -> UnitIndex:
+        return cached_index(parsed, key, chars, lambda: [text[s:e] for s, e in zip(starts, ends, strict=True)], hint)
+
+    ids = np.arange(first, first + len(starts), dtype=np.int64)  # a scope has its own index, not its own units
+    view = UnitView(starts, ends, 0, Scope(len(starts), "lines", METHOD, chars, note), index, ids)
+    located = locate_units(parsed, view, intent, max_chars, exclude, k)
+    if located is None:
+        return unresolved(intent, view.scope)
+    sel = located.selection
+    items = [_passage(parsed, int(starts[r[0]]), int(ends[r[-1]]), run_score(sel, r), run_slots(sel, r))
+             for r in sel.passages()]
+    return located.batch(items, view.scope, lambda u: f"L{_line_of(parsed, int(starts[u]))}", skip_blocked=True)
+
+
+def _passage(parsed: Parsed, start: int, end: int, score: float, slots: tuple[int, ...]) -> EvidenceItem:
+    """The lines holding [start, end), as an exact slice anchored by them."""
+    first, last = _line_of(parsed, start), _line_of(parsed, end - 1)
+    return EvidenceItem(Anchor(label(first, last), start, end, first, last), parsed.full_view[start:end], score, slots)
 
 
 def _line_of(parsed: Parsed, offset: int) -> int:
     return int(np.searchsorted(_starts(parsed), offset, side="right"))
 
 
-def _coverage(
-    parsed: Parsed,
-    slot: str,
-    j: int,
-    content: frozenset[str],
-    scores: np.ndarray | None,
-    items: Sequence[EvidenceItem],
-    blocked: np.ndarray,
-    starts: Offsets,
-) -> SlotCoverage:
-    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
-        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
-    if scores is None:
-        return SlotCoverage(slot, "unresolved")
-    best = [int(u) for u in np.argsort(-scores, kind="stable")[:3] if scores[u] > 0 and not blocked[u]]
-    labels = tuple(f"L{_line_of(parsed, int(starts[u]))}" for u in best)
-    return SlotCoverage(slot, "unresolved", candidates=labels)
-
-
 # -- exact results -----------------------------------------------------------------
-
-
-def shorten(line: str, limit: int = MAX_SHOWN_LINE) -> str:
-    return line if len(line) <= limit else line[:limit] + "…"
 
 
 def records_batch(
@@ -251,8 +205,7 @@ def records_batch(
     fits; k bounds the records shown.
     """
     head = f"{total:,} matching of {scanned[0]:,} {scanned[1]}" + (f" ({note})" if note else "")
-    if len(head) > max_chars:
-        head = head[: max(1, max_chars - 1)] + "…"
+    head = clip(head, max_chars)
     items = [_result(head, parsed)]
     room = max_chars - len(head)
     limit = len(records) if k is None else min(k, len(records))
@@ -286,20 +239,20 @@ def _result(text: str, parsed: Parsed) -> EvidenceItem:
 
 
 def results_batch(
-    parsed: Parsed, head: str, lines: Sequence[str], scanned: tuple[int, str], note: str, max_chars: int
+    parsed: Parsed, head: str, lines: Sequence[str], scanned: tuple[int, str], note: str, max_chars: int,
+    label: str | None = None,
 ) -> Batch:
-    """One result: a head line then result lines (count per group, aggregates), cut at whole lines."""
-    shown = [head[: max(max_chars, 1)]]
-    used = len(shown[0])
+    """One result: a head line then result lines (count per group, aggregates), cut at whole lines;
+    labelled ``label`` (a JSONPath), else by the whole file's lines it was computed from."""
+    out = BoundedLines(max(max_chars, 1))
+    out.add(head)
     for text in lines:
-        if used + len(text) + 1 > max_chars:
+        if not out.add(text):
             break
-        shown.append(text)
-        used += len(text) + 1
-    count = len(shown) - 1
+    count = len(out.lines) - 1
     flags = (RESULTS_TRUNCATED,) if count < len(lines) else ()
     more = f"; showing {count:,} of {len(lines):,} results" if flags else ""
-    item = _result("\n".join(shown), parsed)
+    item = _result(out.text(), parsed) if label is None else EvidenceItem(Anchor(label, 0, 0), out.text())
     return Batch((item,), Scope(*scanned, "exact", len(parsed.full_view), note + more), flags=flags)
 
 
@@ -311,32 +264,7 @@ def count_lines(counts: Counter[str], what: str, total: int, missing: int) -> tu
     return head, [f"{value}\t{n:,}" for value, n in counts.most_common()]
 
 
-class Bounded:
-    """Lines of text that never exceed a character budget (newlines included)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.lines: list[str] = []
-        self.size = -1  # no newline before the first line
-
-    def room(self) -> int:
-        return self.limit - self.size - 1
-
-    def add(self, line: str) -> bool:
-        """Append ``line`` if it fits; a line that doesn't is cut when at least 40 chars are left."""
-        if len(line) > self.room() and (self.room() >= 40 or not self.lines):
-            line = line[: max(0, self.room() - 1)] + "…" if self.room() > 1 else ""
-        if not line or len(line) > self.room():
-            return False
-        self.lines.append(line)
-        self.size += len(line) + 1
-        return True
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
-def sample_lines(out: Bounded, parsed: Parsed, numbers: Sequence[int], width: int = 160) -> None:
+def sample_lines(out: BoundedLines, parsed: Parsed, numbers: Sequence[int], width: int = 160) -> None:
     """``L<n>| text`` for each line number while they fit."""
     for number in numbers:
         if not out.add(f"L{number}| {shorten(line_text(parsed, number), width)}"):

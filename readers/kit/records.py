@@ -45,6 +45,7 @@ from readers.ops import (
     reduce_numbers,
     require_options,
 )
+from readers.retrieval.methods import METHODS
 
 Value = str | float | int | None
 Getter = Callable[[int], Value]
@@ -278,11 +279,12 @@ def _number(value: Value) -> float | None:
 
 
 class RecordReader(Reader):
-    """What the line-record Readers (JSONL, logs) share: line anchors, BM25 over
-    lines, and the exact operations of this module over their records."""
+    """What the line-record Readers (JSONL, logs) share: line anchors, intent reads over
+    lines by every location method, and the exact operations of this module over their records."""
 
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     operations = OPERATIONS
+    methods = frozenset(METHODS)
 
     def table(self, parsed: Parsed) -> RecordTable:
         """The records of a parsed artifact."""

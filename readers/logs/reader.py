@@ -5,7 +5,7 @@ Full view: the decoded UTF-8 text, exactly. Anchors are line ranges (``L120``,
 entries with a normalised timestamp, a level and, for access logs, ip, method,
 path, status and bytes; the exact operations of :mod:`readers.kit.records`
 (filter, count, distinct, sum/mean/min/max) run over all entries. Intent reads
-are BM25 over line units (:mod:`readers.kit.lines`).
+rank line units by any location method (:mod:`readers.kit.lines`).
 
 The Reader is a sniffer: it claims ``*.log`` (and ``name.log.2016-12-19``)
 and any UTF-8 file whose first lines mostly start with a timestamp or are
@@ -19,13 +19,14 @@ from collections.abc import Sequence
 
 from readers.base import (
     ArtifactSource,
-    ArtifactTooLarge,
     CostProfile,
     Parsed,
     UnsupportedArtifact,
 )
 from readers.kit import lines as log_lines
 from readers.kit import records as log_ops
+from readers.kit.bounded import BoundedLines, shorten
+from readers.kit.source import read_within
 from readers.logs import parse as log_parse
 from readers.ops import BadOperation
 from readers.text import decode_flags, decode_utf8, mostly_utf8
@@ -90,12 +91,7 @@ class LogReader(log_ops.RecordReader):
         return log_parse.sniff(head)
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(
-                f"{source.size:,} bytes is over the Log Reader's {self.max_bytes:,}-byte bound",
-                hint="read parts with @raw, or split the log",
-            )
-        data = source.read_bytes(self.max_bytes)
+        data = read_within(source, self.max_bytes, "Log", "read parts with @raw, or split the log")
         if b"\x00" in data:
             raise UnsupportedArtifact("binary data (NUL bytes) in a log", hint=_RAW_HINT)
         text = decode_utf8(data)
@@ -109,7 +105,7 @@ class LogReader(log_ops.RecordReader):
     def preview(self, parsed: Parsed, max_chars: int) -> str:
         if max_chars <= 0:
             return ""
-        out = log_lines.Bounded(max_chars)
+        out = BoundedLines(max_chars, cut_from=log_lines.CUT_FROM)
         entries: log_parse.Entries = parsed.data["entries"]
         times = [t for t in (entries.time[0], entries.time[-1]) if t] if len(entries) else []
         span = f", {times[0]} .. {times[-1]}" if times else ""
@@ -143,9 +139,9 @@ def _counts(what: str, values: Sequence[str | None], n: int = 8) -> str:
     return f"{what}: " + ", ".join(f"{value} {count:,}" for value, count in counts)
 
 
-def _templates(out: log_lines.Bounded, templates: Sequence[str], n: int = 5) -> None:
+def _templates(out: BoundedLines, templates: Sequence[str], n: int = 5) -> None:
     top = Counter(templates).most_common(n)
     if top and out.add("top message templates (numbers masked as #):"):
         for template, count in top:
-            if not out.add(f"  {count:,}× {log_lines.shorten(template, 110)}"):
+            if not out.add(f"  {count:,}× {shorten(template, 110)}"):
                 return

@@ -10,34 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from readers.kit.bounded import BoundedLines, shorten
 from readers.pdf.anchors import PageMap
 
 CHAR_GROUPS = 20
 OUTLINE_SHARE = 0.6
 FIRST_LINES = 8
 LINE_CHARS = 140
-
-
-class _Lines:
-    """Lines that never exceed a character budget (newlines included)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.lines, self.size = limit, list[str](), -1
-
-    def room(self) -> int:
-        return self.limit - self.size - 1
-
-    def add(self, line: str) -> bool:
-        if not self.lines and len(line) > self.limit:
-            line = line[: self.limit]
-        if len(line) > self.room():
-            return False
-        self.lines.append(line)
-        self.size += len(line) + 1
-        return True
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
 
 
 def page_ranges(pages: Sequence[int], limit: int) -> str:
@@ -64,7 +43,7 @@ def _k(n: int) -> str:
 def preview(pages: PageMap, title: str, outline: str, repaired: bool, max_chars: int) -> str:
     if max_chars <= 0:
         return ""
-    out = _Lines(max_chars)
+    out = BoundedLines(max_chars)
     chars = [int(e - s) for s, e in zip(pages.text_starts.tolist(), pages.text_ends.tolist(), strict=True)]
     head = f"PDF: {pages.pages:,} pages, {sum(chars):,} chars of text"
     head += f'; title "{title}"' if title else ""
@@ -92,7 +71,7 @@ def _per_page(chars: Sequence[int]) -> str:
     return " ".join(groups) + " (min-max per page)"
 
 
-def _outline(out: _Lines, pages: PageMap, source: str, budget: int) -> None:
+def _outline(out: BoundedLines, pages: PageMap, source: str, budget: int) -> None:
     headings = pages.headings
     if not headings:
         out.add(f"outline: none found ({source})")
@@ -109,7 +88,7 @@ def _outline(out: _Lines, pages: PageMap, source: str, budget: int) -> None:
             return
 
 
-def _first_lines(out: _Lines, pages: PageMap) -> None:
+def _first_lines(out: BoundedLines, pages: PageMap) -> None:
     text_pages = [p for p in range(1, pages.pages + 1) if pages.text_starts[p - 1] < pages.text_ends[p - 1]]
     if not text_pages:
         return
@@ -119,5 +98,5 @@ def _first_lines(out: _Lines, pages: PageMap) -> None:
         return
     lines = [line for line in pages.view[start:end].split("\n", 2 * FIRST_LINES)[: 2 * FIRST_LINES] if line]
     for line in lines[:FIRST_LINES]:
-        if not out.add("  " + (line[:LINE_CHARS] + "…" if len(line) > LINE_CHARS else line)):
+        if not out.add("  " + shorten(line, LINE_CHARS)):
             return

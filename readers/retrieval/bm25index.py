@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -99,8 +99,12 @@ def tokenize(text: str) -> list[str]:
     return list(result[0]) if result else []
 
 
+@lru_cache(maxsize=512)
 def content_tokens(text: str) -> frozenset[str]:
-    """Stemmed content words: index tokens minus a broad English stopword list."""
+    """Stemmed content words: index tokens minus a broad English stopword list.
+
+    Kept for the last few hundred texts: one locate asks again about the same slots and passages
+    (ranking, then each slot's coverage signals), and tokenizing costs about a millisecond each."""
     result = _bm25s().tokenize(
         join_ampersands(text),
         stopwords=_content_stopwords(),

@@ -86,6 +86,9 @@ COVID-QA dev calibration split (scripts/bench_dense.py), with this same fusion a
 DENSE_KEY = "text-units"
 """Cache key under which readers.retrieval.dense keeps the embeddings of a parsed artifact's units."""
 
+Adjust = Callable[[int, Scores], Scores]
+"""(slot number, its raw unit scores) -> the scores to rank by (see :func:`rank_units`)."""
+
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W\d_]\w+")
 
@@ -210,18 +213,20 @@ def warm_dense(parsed: Parsed, stop: Callable[[], bool], limit: int | None = Non
     return added
 
 
-def _cosine(dense: Any, parsed: Parsed, starts: Offsets, ends: Offsets, first: int, query: str) -> Callable[
+def _cosine(dense: Any, parsed: Parsed, starts: Offsets, ends: Offsets, ids: Offsets, query: str) -> Callable[
     [list[int]], Scores
 ]:
-    """The dense similarity of ``query`` to units of the view (ids local to the view)."""
+    """The dense similarity of ``query`` to units of the view (positions local to the view; ``ids``, sorted,
+    are their ids in the artifact's dense cache)."""
     text = parsed.full_view
 
-    def texts_of(ids: Sequence[int]) -> list[str]:
-        return [text[int(starts[i - first]) : int(ends[i - first])] for i in ids]
+    def texts_of(wanted: Sequence[int]) -> list[str]:
+        at = np.searchsorted(ids, np.asarray(wanted, dtype=np.int64))
+        return [text[int(starts[i]) : int(ends[i])] for i in at.tolist()]
 
     def cosine(local: list[int]) -> Scores:
-        ids = np.asarray(local, dtype=np.int64) + first
-        similarities = dense.unit_similarities(parsed, DENSE_KEY, ids, texts_of, query)
+        similarities = dense.unit_similarities(parsed, DENSE_KEY, ids[np.asarray(local, dtype=np.int64)], texts_of,
+                                               query)
         return np.nan_to_num(np.asarray(similarities, dtype=np.float64))  # NaN: a unit left unembedded
 
     return cosine
@@ -377,34 +382,48 @@ def rank_units(
     slots: dict[int, str],
     blocked: Mask,
     silent: Mask | None = None,
+    adjust: Adjust | None = None,
+    ids: Offsets | None = None,
 ) -> Ranking:
     """Per-slot scores of the units in ``view`` = (starts, ends, first unit) by ``intent.method``.
 
     ``slots`` maps slot numbers to the slots worth searching (those with content words);
-    ``silent`` units never score (a PDF's page markers), so no neighbour inherits from them.
-    An unknown method is read as the default.
+    ``silent`` units never score (a PDF's page markers), so no neighbour inherits from them;
+    ``adjust(j, raw)`` changes slot j's raw scores before they are ranked, whatever the method (the
+    Code Reader lifts the definition of a symbol the slot names; a region is placed by where the
+    terms are, so there they only say which slots a unit serves). ``first`` is the view's first
+    unit in ``index``; ``ids`` are the view's units in the artifact's dense cache when they are not
+    ``first, first + 1, ...`` (a Reader that indexes a scope on its own). An unknown method is read
+    as the default.
     """
     starts, ends, first = view
     method = intent.method if intent.method in METHODS else DEFAULT_METHOD
     if method == "lexical":
-        raw = _silenced({j: lexical_scores(parsed.full_view, starts, ends, slot) for j, slot in slots.items()}, silent)
+        scored = {j: lexical_scores(parsed.full_view, starts, ends, slot) for j, slot in slots.items()}
+        raw = _silenced(_adjusted(scored, adjust), silent)
         return Ranking(raw, raw, LABELS["lexical"])
     part = slice(first, first + len(starts))
-    raw = _silenced({j: contextual_scores(index, slot, intent.context)[part] for j, slot in slots.items()}, silent)
+    scored = {j: contextual_scores(index, slot, intent.context)[part] for j, slot in slots.items()}
+    raw = _silenced(_adjusted(scored, adjust), silent)
     ranked = {j: smoothed(scores) for j, scores in raw.items()}
     if method != "hybrid":
         return Ranking(raw, ranked, LABELS[method], query=" ".join(slots.values()))
     dense = dense_module()
     if dense is None:
         return Ranking(raw, ranked, LABELS["bm25"], ("hybrid-unavailable",))
+    dense_ids = np.arange(first, first + len(starts), dtype=np.int64) if ids is None else ids
     try:
         fused = {
-            j: smoothed(hybrid_scores(scores, blocked, _cosine(dense, parsed, starts, ends, first, slots[j])))
+            j: smoothed(hybrid_scores(scores, blocked, _cosine(dense, parsed, starts, ends, dense_ids, slots[j])))
             for j, scores in raw.items()
         }
     except Exception:  # noqa: BLE001 - onnxruntime's errors derive from Exception; BM25 still answers
         return Ranking(raw, ranked, LABELS["bm25"], ("hybrid-unavailable",))
     return Ranking(raw, fused, LABELS["hybrid"])
+
+
+def _adjusted(raw: dict[int, Scores], adjust: Adjust | None) -> dict[int, Scores]:
+    return raw if adjust is None else {j: adjust(j, scores) for j, scores in raw.items()}
 
 
 def _silenced(raw: dict[int, Scores], silent: Mask | None) -> dict[int, Scores]:

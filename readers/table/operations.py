@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from readers.base import Anchor, Batch, EvidenceItem, Parsed, Scope, ScopeMismatch
+from readers.kit.bounded import BoundedLines
 from readers.ops import (
     BadOperation,
     Condition,
@@ -163,18 +164,13 @@ def _condition_mask(sel: Selection, condition: Condition, clock: PatternClock) -
 
 def _batch(sel: Selection, label: str, lines: list[str], cols: Sequence[int], op: Operation, max_chars: int) -> Batch:
     """One result item (whole lines, at most ``max_chars``) with an empty span and provenance."""
-    kept: list[str] = []
+    out = BoundedLines(max_chars)  # a first line too long for the budget is clipped
     flags: list[str] = []
-    used = -1
     for line in lines:
-        if used + len(line) + 1 > max_chars:
-            flags.append(f"results-truncated: {len(kept)} of {len(lines)} result lines shown")
+        if not out.add(line):
+            flags.append(f"results-truncated: {len(out.lines)} of {len(lines)} result lines shown")
             break
-        kept.append(line)
-        used += len(line) + 1
-    if not kept and max_chars > 1:
-        kept = [lines[0][: max_chars - 1] + "…"]
-    items = (EvidenceItem(Anchor(label, 0, 0), "\n".join(kept)),) if kept else ()
+    items = (EvidenceItem(Anchor(label, 0, 0), out.text()),) if out.lines else ()
     sheet = sel.sheet
     chars = int(sheet.row_ends[sel.last - 1] - sheet.row_starts[sel.first - 1])
     where = op.describe_filter()

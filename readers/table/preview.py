@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 
 from readers.base import Parsed
+from readers.kit.bounded import BoundedLines, shorten
 from readers.table.delimited import cell_type
 from readers.table.model import Sheet
 
@@ -21,30 +22,6 @@ SAMPLE = 1000
 SAMPLE_ROWS = 3
 MAX_COLUMNS = 100
 LINE_CHARS = 160
-
-
-class Bounded:
-    """Lines that fit in ``limit`` characters (joined by newlines)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.lines: list[str] = []
-        self.size = -1
-
-    def room(self) -> int:
-        return self.limit - self.size - 1
-
-    def add(self, line: str) -> bool:
-        if not self.lines and len(line) > self.limit:
-            line = line[: max(0, self.limit - 1)] + "…"
-        if len(line) > self.room():
-            return False
-        self.lines.append(line)
-        self.size += len(line) + 1
-        return True
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
 
 
 def sample_rows(view: str, sheet: Sheet) -> tuple[list[list[str]], bool]:
@@ -89,14 +66,13 @@ def preview(parsed: Parsed, max_chars: int) -> str:
     if max_chars <= 0:
         return ""
     sheets: list[Sheet] = parsed.data["sheets"]
-    out = Bounded(max_chars)
+    out = BoundedLines(max_chars)
     out.add(_summary(parsed, sheets))
     for s, sheet in enumerate(sheets):
         share = out.room() // max(1, len(sheets) - s)
-        part = Bounded(share)
+        part = BoundedLines(share)
         _sheet_preview(part, parsed.full_view, sheet)
-        for line in part.lines:
-            out.add(line)
+        out.extend(part)
     return out.text()
 
 
@@ -108,7 +84,7 @@ def _summary(parsed: Parsed, sheets: list[Sheet]) -> str:
     return f"workbook: {len(sheets)} sheets ({names}), {rows:,} data rows, full view {len(parsed.full_view):,} chars"
 
 
-def _sheet_preview(out: Bounded, view: str, sheet: Sheet) -> None:
+def _sheet_preview(out: BoundedLines, view: str, sheet: Sheet) -> None:
     where = f"sheet {sheet.name}" if sheet.name is not None else "table"
     header = "header row" if sheet.has_header else f"no header (columns #1..#{len(sheet.columns)})"
     if not sheet.columns:
@@ -133,6 +109,5 @@ def _sheet_preview(out: Bounded, view: str, sheet: Sheet) -> None:
         out.add(f"  … {len(sheet.columns) - shown} more columns")
     for i in range(min(SAMPLE_ROWS, sheet.n_rows)):
         row = view[int(sheet.row_starts[i]) : int(sheet.row_ends[i])]
-        row = row if len(row) <= LINE_CHARS else row[:LINE_CHARS] + "…"
-        if not out.add(f"  R{i + 1}\t{row}"):
+        if not out.add(f"  R{i + 1}\t{shorten(row, LINE_CHARS)}"):
             break

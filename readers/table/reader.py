@@ -12,9 +12,10 @@ Anchors (all accepted by ``@focus=`` and ``&scope=``)::
     Sales!C2:C4001  C2:C40    the rows an Excel cell range covers
     col:revenue R1-1000       the rows an exact result was computed from
 
-Intent reads rank data rows with BM25 (the shared :class:`UnitIndex`, built
-on the first intent read, not at parse time) and return row groups, exact
-slices of the full view, whose anchor heading names the columns.
+Intent reads rank data rows by any location method (:mod:`readers.retrieval.locate`
+over the shared :class:`UnitIndex`, built on the first intent read, not at parse
+time) and return row groups, exact slices of the full view, whose anchor
+heading names the columns.
 """
 
 from __future__ import annotations
@@ -38,28 +39,26 @@ from readers.base import (
     Scope,
     SlotCoverage,
 )
+from readers.kit.source import read_within
 from readers.ops import Operation
-from readers.retrieval.bm25index import UnitIndex, blocked_mask, content_tokens, contextual_scores, select, smoothed
+from readers.retrieval.bm25index import UnitIndex, content_tokens
+from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
+from readers.retrieval.methods import LABELS, METHODS
 from readers.table.delimited import parse_csv
 from readers.table.model import Sheet, build_view, letter_index, no_gc, quote_sheet
 from readers.table.operations import operate
 from readers.table.preview import preview
+from readers.text import extension_of
 
 _XLSX = frozenset({".xlsx", ".xlsm"})
 _CSV = frozenset({".csv", ".tsv", ".tab"})
 _ROWS = re.compile(r"R(\d{1,12})(?:-R?(\d{1,12}))?", re.IGNORECASE)
 _CELLS = re.compile(r"([A-Z]{1,3})(\d{1,12})(?::([A-Z]{1,3})(\d{1,12}))?", re.IGNORECASE)
 _COL = re.compile(r"col:.*?\s(R\d{1,12}(?:-\d{1,12})?)", re.IGNORECASE)
-_METHOD = "bm25 rows"
+_METHOD = LABELS["bm25"]
 MAX_INDEXED_ROWS = 250_000
 """Intent reads rank rows with BM25; past this many rows the index costs seconds and
 hundreds of MiB (1M rows: 5-8 s, 890 MiB), so bigger tables are asked with exact operations."""
-
-
-def _ext(name: str) -> str:
-    base = name.rsplit("/", 1)[-1]
-    dot = base.rfind(".")
-    return base[dot:].lower() if dot > 0 else ""
 
 
 class TableReader(Reader):
@@ -70,36 +69,32 @@ class TableReader(Reader):
     magic = (b"PK\x03\x04",)
     actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     operations = frozenset({"sum", "mean", "min", "max", "count", "distinct", "rows"})
+    methods = frozenset(METHODS)
     max_bytes = 64 * 1024 * 1024
     # measured by scripts/bench_tables.py: CSV 19-37 ms/MiB (plain/quoted), xlsx ~210 ms per compressed MiB
     cost = CostProfile(parse_ms_per_mb=40.0, per_call_chars=160, full_view_ratio=0.95)
 
     def accepts(self, name: str, head: bytes) -> bool:
-        ext = _ext(name)
+        ext = extension_of(name)
         if ext in _XLSX:
             return head.startswith(b"PK\x03\x04")
         utf16 = head.startswith((b"\xff\xfe", b"\xfe\xff"))
         return ext in _CSV and not head.startswith(b"PK\x03\x04") and (utf16 or b"\x00" not in head)
 
     def parse(self, source: ArtifactSource) -> Parsed:
-        if source.size > self.max_bytes:
-            raise ArtifactTooLarge(
-                f"{source.size:,} bytes is over the Tables Reader's {self.max_bytes:,}-byte bound",
-                hint="read parts with @raw (head -c) or split the file",
-            )
-        data = source.read_bytes(self.max_bytes)
+        data = read_within(source, self.max_bytes, "Tables", "read parts with @raw (head -c) or split the file")
         with no_gc():
             return self._parse(source.name, data)
 
     def _parse(self, name: str, data: bytes) -> Parsed:
-        if _ext(name) in _XLSX or data.startswith(b"PK\x03\x04"):
+        if extension_of(name) in _XLSX or data.startswith(b"PK\x03\x04"):
             from readers.table.xlsx import parse_xlsx
 
             view, sheets = build_view(parse_xlsx(data), titled=True)
             kind = "xlsx"
         else:
             view, sheets = build_view([parse_csv(data, name)], titled=False)
-            kind = "tsv" if _ext(name) in (".tsv", ".tab") else "csv"
+            kind = "tsv" if extension_of(name) in (".tsv", ".tab") else "csv"
         starts = np.concatenate([sh.row_starts for sh in sheets])
         ends = np.concatenate([sh.row_ends for sh in sheets])
         firsts = np.cumsum([0] + [sh.n_rows for sh in sheets])
@@ -124,7 +119,6 @@ class TableReader(Reader):
         exclude: Sequence[tuple[int, int]] = (),
         k: int | None = None,
     ) -> Batch:
-        slots = intent.slots or (intent.text,)
         lo, hi, note = (0, len(parsed.data["unit_starts"]), "")
         if intent.scope is not None:
             lo, hi = _unit_range(parsed, intent.scope, "&scope=")
@@ -132,23 +126,22 @@ class TableReader(Reader):
         starts, ends = parsed.data["unit_starts"][lo:hi], parsed.data["unit_ends"][lo:hi]
         chars = int(ends[-1] - starts[0]) if hi > lo else 0
         scope = Scope(hi - lo, "rows", _METHOD, chars, note)
-        contents = [content_tokens(slot) for slot in slots]
-        if not any(contents) or hi == lo:
-            flag = "no-content-words" if not any(contents) else "no-data-rows"
+        if hi == lo:
+            slots = intent.slots or (intent.text,)
+            flag = "no-data-rows" if any(map(content_tokens, slots)) else "no-content-words"
             return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), flags=(flag,))
-        _check_indexable(parsed)
-        index = _index(parsed)
-        raw = {j: contextual_scores(index, slot, intent.context)[lo:hi] for j, slot in enumerate(slots) if contents[j]}
-        ranked = {j: smoothed(scores) for j, scores in raw.items()}
-        sel = select(starts, ends, ranked, blocked_mask(starts, ends, exclude), max_chars, k)
-        items = []
-        for run in sel.passages():
-            for part in _split_at_sheets(parsed, [u + lo for u in run]):
-                slots_of = sorted(set().union(*(sel.slots[u - lo] for u in part)))
-                score = round(max(sel.best[u - lo] for u in part), 4)
-                items.append(_rows_item(parsed, part[0], part[-1], score, tuple(slots_of)))
-        coverage = tuple(_coverage(parsed, slot, j, contents[j], raw.get(j), lo, items) for j, slot in enumerate(slots))
-        return Batch(tuple(items), scope, coverage)
+        located = locate_units(parsed, UnitView(starts, ends, lo, scope, lambda: _index(parsed)), intent, max_chars,
+                               exclude, k)
+        if located is None:
+            return unresolved(intent, scope)
+        sel = located.selection
+        items = [
+            _rows_item(parsed, part[0], part[-1], run_score(sel, [u - lo for u in part]),
+                       run_slots(sel, [u - lo for u in part]))
+            for run in sel.passages()
+            for part in _split_at_sheets(parsed, [u + lo for u in run])
+        ]
+        return located.batch(items, scope, lambda u: _rows_item(parsed, u + lo, u + lo, 0, ()).anchor.label)
 
     # -- focus -----------------------------------------------------------------
 
@@ -181,6 +174,8 @@ def _check_indexable(parsed: Parsed) -> None:
 
 
 def _index(parsed: Parsed) -> UnitIndex:
+    """The rows' index, built on the first intent read (exact operations never need it)."""
+    _check_indexable(parsed)
     if "index" not in parsed.data:
         view = parsed.full_view
         pairs = zip(parsed.data["unit_starts"].tolist(), parsed.data["unit_ends"].tolist(), strict=True)
@@ -220,20 +215,6 @@ def _rows_item(parsed: Parsed, first: int, last: int, score: float, slots: tuple
     label = sheet.rows_label(first - base + 1, last - base + 1)
     anchor = Anchor(label, start, end, first - base + 1, last - base + 1, _heading(sheet))
     return EvidenceItem(anchor, parsed.full_view[start:end], score, slots)
-
-
-def _coverage(
-    parsed: Parsed, slot: str, j: int, content: frozenset[str], scores: np.ndarray | None, lo: int,
-    items: Sequence[EvidenceItem],
-) -> SlotCoverage:
-    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if mine and mine[0].score > 0 and content & content_tokens(mine[0].text):
-        return SlotCoverage(slot, "matched", anchors=tuple(it.anchor.label for it in mine))
-    if scores is None:
-        return SlotCoverage(slot, "unresolved")
-    best = [int(u) for u in np.argsort(-scores, kind="stable")[:3] if scores[u] > 0]
-    labels = tuple(_rows_item(parsed, u + lo, u + lo, 0, ()).anchor.label for u in best)
-    return SlotCoverage(slot, "unresolved", candidates=labels)
 
 
 def _sheet_named(sheets: list[Sheet], name: str, spec: str) -> Sheet:

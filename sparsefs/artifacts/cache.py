@@ -31,6 +31,7 @@ import xxhash
 from readers import registry
 from readers.base import ArtifactTooLarge, Parsed, Reader, ReaderError, UnsupportedArtifact
 from readers.folder import FolderReader
+from readers.kit.source import MemorySource
 from sparsefs.artifacts.bounded import BoundExceeded, Bounds, run_bounded
 from sparsefs.source.collection import DirectoryCollection, Listing, walk
 from sparsefs.source.rootfs import SourceRoot
@@ -54,26 +55,6 @@ def variant(name: str) -> str:
     with the same bytes are different artifacts), safe as a path component."""
     ext = os.path.splitext(name)[1].lower().lstrip(".")
     return "".join(c for c in ext if c.isalnum())[:12] or "-"
-
-
-@dataclass(frozen=True)
-class BytesSource:
-    """An ArtifactSource over bytes already read from the source tree."""
-
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def read_bytes(self, limit: int) -> bytes:
-        if len(self.data) > limit:
-            raise ArtifactTooLarge(
-                f"artifact is {len(self.data):,} bytes, over this Reader's {limit:,}-byte bound",
-                hint="read ranges of the original with @raw (e.g. head -c / tail -c)",
-            )
-        return self.data
 
 
 @dataclass(frozen=True)
@@ -353,7 +334,7 @@ class ArtifactCache:
                 self._remember(cache_key, stored, parsed_now=False)
                 return stored
             started = time.perf_counter()
-            parsed = self._run_parse(cache_key, reader, BytesSource(name, data))
+            parsed = self._run_parse(cache_key, reader, MemorySource(name, data))
             if self.store is not None:
                 self.store.save(*cache_key, parsed, time.perf_counter() - started)
             self._remember(cache_key, parsed)
@@ -375,7 +356,7 @@ class ArtifactCache:
                 if not users[0]:
                     del self._parse_locks[cache_key]
 
-    def _run_parse(self, cache_key: tuple[str, str], reader: Reader, source: BytesSource) -> Parsed:
+    def _run_parse(self, cache_key: tuple[str, str], reader: Reader, source: MemorySource) -> Parsed:
         """Parse, under the bounds when there are any. A version that overran is answered at once after:
         for good if the overrun is ``lasting`` (memory, result size), for a while if not (time, death)."""
         if self.bounds is None or not self.bounds.isolates(registry.isolated(reader.name), source.data):
