@@ -16,72 +16,67 @@ page as before (``extractWORDS``, about 0.5 ms a page).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from itertools import pairwise
+from itertools import groupby, pairwise
 
 Word = tuple[float, float, float, float, str, int, int, int]  # x0, y0, x1, y1, text, block, line, word
+Line = tuple[float, float, float, float, str]  # top, bottom, left, right, text
 SAME_ROW = 0.5
 """Two lines whose vertical centres are closer than this share of the taller one's height are one row."""
 CELL_GAP = 1.0
 """A horizontal gap wider than this many text heights separates cells (two spaces instead of one)."""
 
 
-@dataclass
-class _Line:
-    top: float
-    bottom: float
-    left: float
-    right: float
-    text: str
-
-    @property
-    def middle(self) -> float:
-        return (self.top + self.bottom) / 2
-
-    @property
-    def height(self) -> float:
-        return max(self.bottom - self.top, 1e-3)
-
-
 def page_text(words: Iterable[Sequence[object]]) -> str:
-    """The page's blocks (in mupdf's order) separated by a blank line, each block's rows one line each."""
-    blocks: dict[int, dict[int, list[Word]]] = defaultdict(lambda: defaultdict(list))
-    for w in words:
-        word: Word = (float(w[0]), float(w[1]), float(w[2]), float(w[3]), str(w[4]),  # type: ignore[arg-type]
-                      int(w[5]), int(w[6]), int(w[7]))  # type: ignore[call-overload]
-        blocks[word[5]][word[6]].append(word)
-    texts = (_block(lines) for _, lines in sorted(blocks.items()))
+    """The page's blocks (in mupdf's order) separated by a blank line, each block's rows one line each.
+
+    Words arrive in mupdf's order (block, line, word), so one pass groups them; a block whose lines
+    all sit on baselines of their own (prose) is joined as mupdf wrote it, and only a block with
+    several lines on one baseline (a table) is regrouped into rows.
+    """
+    texts = (_block([_line(list(ws)) for _, ws in groupby(b, key=_line_no)]) for _, b in groupby(words, key=_block_no))
     return "\n\n".join(t for t in texts if t)
 
 
-def _block(lines: dict[int, list[Word]]) -> str:
-    rows: list[list[_Line]] = []
-    for line in sorted((_line(ws) for ws in lines.values()), key=lambda ln: (ln.middle, ln.left)):
-        if rows and _same_row(rows[-1], line):
+def _block_no(word: Sequence[object]) -> object:
+    return word[5]
+
+
+def _line_no(word: Sequence[object]) -> object:
+    return word[6]
+
+
+def _line(words: list[Sequence[object]]) -> Line:
+    top = min(float(w[1]) for w in words)  # type: ignore[arg-type]
+    bottom = max(float(w[3]) for w in words)  # type: ignore[arg-type]
+    right = max(float(w[2]) for w in words)  # type: ignore[arg-type]
+    return top, bottom, float(words[0][0]), right, " ".join(str(w[4]) for w in words)  # type: ignore[arg-type]
+
+
+def _block(lines: list[Line]) -> str:
+    ordered = sorted(lines, key=lambda ln: (ln[0] + ln[1], ln[2]))
+    if not any(_same_row(a, b) for a, b in pairwise(ordered)):
+        return "\n".join(ln[4] for ln in lines)
+    rows: list[list[Line]] = []
+    for line in ordered:
+        if rows and _same_row(rows[-1][-1], line):
             rows[-1].append(line)
         else:
             rows.append([line])
     return "\n".join(_row(row) for row in rows)
 
 
-def _line(words: list[Word]) -> _Line:
-    words = sorted(words, key=lambda w: (w[7], w[0]))
-    return _Line(min(w[1] for w in words), max(w[3] for w in words), words[0][0], max(w[2] for w in words),
-                 " ".join(w[4] for w in words))
+def _same_row(last: Line, line: Line) -> bool:
+    height = max(line[1] - line[0], last[1] - last[0], 1e-3)
+    return abs((line[0] + line[1]) - (last[0] + last[1])) / 2 < SAME_ROW * height
 
 
-def _same_row(row: list[_Line], line: _Line) -> bool:
-    last = row[-1]
-    return abs(line.middle - last.middle) < SAME_ROW * max(line.height, last.height)
-
-
-def _row(row: list[_Line]) -> str:
-    cells = sorted(row, key=lambda ln: ln.left)
-    out = [cells[0].text]
+def _row(row: list[Line]) -> str:
+    cells = sorted(row, key=lambda ln: ln[2])
+    out = [cells[0][4]]
     for before, cell in pairwise(cells):
-        gap = cell.left - before.right
-        out.append(" " if gap < CELL_GAP * max(before.height, cell.height) else "  ")
-        out.append(cell.text)
+        gap = cell[2] - before[3]
+        height = max(before[1] - before[0], cell[1] - cell[0], 1e-3)
+        out.append(" " if gap < CELL_GAP * height else "  ")
+        out.append(cell[4])
     return "".join(out).strip()
