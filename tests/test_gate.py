@@ -138,3 +138,18 @@ def test_the_reserve_comes_out_of_the_sparse_budget() -> None:
     assert budget.remaining == 900
     assert admit_batch(budget, 900).decision is Decision.ADMIT
     assert admit_batch(budget, 901, 1080).decision is Decision.FALLBACK
+
+
+@pytest.mark.parametrize(
+    ("length", "pack", "expected"),
+    [
+        (3_700, 1_500, Decision.NATIVE_FIT),  # a 1,500-char pack is 41% of L: not clearly cheaper
+        (3_800, 1_500, Decision.SPARSE),
+        (7_400, 3_000, Decision.NATIVE_FIT),  # two slots ask for twice the pack
+        (50_000, 3_000, Decision.SPARSE),
+        (100_000, 0, Decision.SPARSE),  # focus and exact operations ask for no pack size
+    ],
+)
+def test_a_full_view_not_clearly_dearer_than_the_pack_is_read_whole(length: int, pack: int, expected: Decision) -> None:
+    config = GateConfig(native_fit_chars=0)
+    assert choose_mode(length, config, pack_chars=pack) is expected
