@@ -99,7 +99,7 @@ def test_negative_sizes_are_rejected() -> None:
         GateConfig(native_fit_chars=-5)
 
 
-@settings(max_examples=5_000, deadline=None, database=None)
+@settings(max_examples=2_000, deadline=None, database=None)
 @given(
     full_view_chars=st.integers(min_value=0, max_value=200_000),
     reserve_share=st.floats(min_value=0.0, max_value=1.0),
