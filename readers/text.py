@@ -348,18 +348,24 @@ def slot_coverage(
     if not (mine and mine[0].score > 0 and (verbatim or content & content_tokens(mine[0].text))):
         mine = []
     sig = signals(unit_index_of(parsed), slot, scores, [it.text for it in mine])
-    return judge(slot, sig, [it.anchor.label for it in mine], _closest(parsed, view, scores), verbatim)
+    shown = [(it.anchor.char_start, it.anchor.char_end) for it in items]
+    return judge(slot, sig, [it.anchor.label for it in mine], _closest(parsed, view, scores, shown=shown), verbatim)
 
 
-def _closest(parsed: Parsed, view: ScopedView, scores: Scores | None, n: int = 3) -> tuple[str, ...]:
-    """Labels of the units in view with the best raw (unsmoothed) scores, if positive."""
+def _closest(
+    parsed: Parsed, view: ScopedView, scores: Scores | None, n: int = 3, shown: Sequence[tuple[int, int]] = ()
+) -> tuple[str, ...]:
+    """Labels of the units in view with the best raw (unsmoothed) scores, if positive, that no passage
+    ``shown`` already holds (a candidate names a place the agent has not seen)."""
     if scores is None:
         return ()
     starts, ends = view.starts, view.ends
     labels: list[str] = []
     for u in np.argsort(-scores, kind="stable")[: 4 * n]:
-        label = _anchor(parsed, int(starts[u]), int(ends[u])).label
-        if scores[u] > 0 and label not in labels:
+        start, end = int(starts[u]), int(ends[u])
+        label = _anchor(parsed, start, end).label
+        inside = any(s <= start and end <= e for s, e in shown)
+        if scores[u] > 0 and label not in labels and not inside:
             labels.append(label)
     return tuple(labels[:n])
 
