@@ -139,9 +139,9 @@ def _pack(read: Callable[[], T]) -> T:
         raise ToolError(str(err)) from None
 
 
-def run_stdio(root: str, state_dir: str | None) -> int:
-    """Serve on stdin/stdout until the client closes the connection."""
-    workspace = Workspace(root, state_dir, keep_warm=True)
+def run_stdio(root: str, state_dir: str | None, cache: str | None = None) -> int:
+    """Serve on stdin/stdout until the client closes the connection (parses over the shared ``cache`` if given)."""
+    workspace = Workspace(root, state_dir, keep_warm=True, cache=cache)
     try:
         build_server(workspace).run("stdio")
     finally:
