@@ -78,7 +78,7 @@ class FileResult:
     chars: int = 0
     seconds: float = 0.0
     note: str = ""
-    uploaded: int = 0  # parts this file gave the shared tier
+    in_cache: bool = False  # the shared tier holds this parse now (fetched from it, or uploaded by this run)
     upload_failed: str = ""  # why it could not (the store's failure kind)
 
 
@@ -88,6 +88,8 @@ class Summary:
 
     files: list[FileResult] = field(default_factory=list)
     dropped_writes: int = 0
+    uploaded_parts: int = 0
+    uploaded_bytes: int = 0
     left_out: int = 0
     seconds: float = 0.0
     jobs: int = 1
@@ -132,9 +134,9 @@ def index_one(cache: ArtifactCache, rel: str, embed: bool = False) -> FileResult
     fetched = shared is not None and shared.counts["hits"] > hits
     status: Status = "parsed" if cache.parses > parses else "fetched" if fetched else "warm"
     kind = f"{artifact.reader.name}/{artifact.parsed.kind}"
-    uploaded, failed = _publish(cache, artifact)
+    in_cache, failed = _publish(cache, artifact)
     return FileResult(rel, status, kind, len(artifact.parsed.full_view), time.perf_counter() - started,
-                      uploaded=uploaded, upload_failed=failed)
+                      in_cache=in_cache, upload_failed=failed)
 
 
 def _warm_indexes(artifact: Artifact, embed: bool) -> None:
@@ -146,17 +148,18 @@ def _warm_indexes(artifact: Artifact, embed: bool) -> None:
         warm_dense(artifact.parsed, lambda: False)
 
 
-def _publish(cache: ArtifactCache, artifact: Artifact) -> tuple[int, str]:
-    """Upload the parse (with what the Reader built since) to the shared tier now: (new parts, failure kind)."""
+def _publish(cache: ArtifactCache, artifact: Artifact) -> tuple[bool, str]:
+    """Upload the parse (with what the Reader built since) to the shared tier now: (the store holds it, failure
+    kind). A parse the store does not keep (small, or cheap to redo) is not uploaded."""
     store = cache.store
     if store is None or store.shared is None:
-        return 0, ""
+        return False, ""
     from sparsefs.store.engines import classify
 
     try:
-        return store.publish(*artifact.parse_key, artifact.parsed), ""
+        return store.publish(*artifact.parse_key, artifact.parsed) is not None, ""
     except Exception as err:  # noqa: BLE001 - counted by the tier; the file is indexed locally all the same
-        return 0, classify(err)
+        return False, classify(err)
 
 
 @dataclass(frozen=True)
@@ -169,10 +172,12 @@ class Started:
 
 @dataclass(frozen=True)
 class Done:
-    """A worker ended its queue; its store had to drop ``dropped`` writes."""
+    """A worker ended its queue; its store had to drop ``dropped`` writes; what it gave the shared tier."""
 
     pid: int
     dropped: int
+    uploaded_parts: int = 0
+    uploaded_bytes: int = 0
 
 
 Message = FileResult | Started | Done
@@ -201,7 +206,8 @@ def _worker(root: str, state_dir: str, options: Options, tasks: multiprocessing.
     finally:
         store.close()  # entries (and indexes grown since their save) are on disk before we report done
         source.close()
-        results.send(Done(os.getpid(), store.dropped))
+        counts = store.shared.counts if store.shared is not None else {}
+        results.send(Done(os.getpid(), store.dropped, counts.get("uploaded_parts", 0), counts.get("uploaded_bytes", 0)))
         results.close()
 
 
@@ -218,9 +224,9 @@ def list_members(directory: Path) -> tuple[list[str], int]:
 def index_files(
     directory: Path, state_dir: Path, members: list[str], jobs: int, file_timeout: float | None = None,
     options: Options | None = None,
-) -> Iterator[FileResult | int]:
+) -> Iterator[FileResult | Done]:
     """One result per file as workers finish them (a file whose worker hung or died is an "error"), and each
-    worker's count of dropped store writes as it ends."""
+    worker's Done (dropped store writes, uploads) as it ends."""
     if not members:
         return iter(())
     options = options or Options()
@@ -244,7 +250,7 @@ class _Pool:
         self.workers: dict[Connection, multiprocessing.process.BaseProcess] = {}
         self.doing: dict[Connection, tuple[str, float]] = {}
 
-    def run(self, members: list[str], jobs: int) -> Iterator[FileResult | int]:
+    def run(self, members: list[str], jobs: int) -> Iterator[FileResult | Done]:
         for rel in [*members, *[None] * jobs]:
             self.tasks.put(rel)
         for _ in range(jobs):
@@ -261,7 +267,7 @@ class _Pool:
         writer.close()  # the worker holds the only write end: its exit ends the pipe
         self.workers[reader] = worker
 
-    def _collect(self) -> Iterator[FileResult | int]:
+    def _collect(self) -> Iterator[FileResult | Done]:
         while self.workers:
             ready = wait(list(self.workers), timeout=_RESULT_WAIT_S)
             for conn in ready:
@@ -269,7 +275,7 @@ class _Pool:
                 yield from self._receive(conn)
             yield from self._overdue()
 
-    def _receive(self, conn: Connection) -> Iterator[FileResult | int]:
+    def _receive(self, conn: Connection) -> Iterator[FileResult | Done]:
         try:
             item: Message = conn.recv()
         except (EOFError, OSError):
@@ -279,7 +285,7 @@ class _Pool:
             self.doing[conn] = (item.rel, time.monotonic())
         elif isinstance(item, Done):
             self.doing.pop(conn, None)
-            yield item.dropped
+            yield item
         else:
             self.doing.pop(conn, None)
             yield item
@@ -382,9 +388,9 @@ def _shared_lines(summary: Summary) -> list[str]:
     """What the shared tier got: files fetched from it, parts given to it, files it did not take and why."""
     if not summary.cache:
         return []
-    given = [result for result in summary.files if result.uploaded]
-    lines = [f"shared cache {summary.cache}: {summary.count('fetched'):,} files fetched from it, "
-             f"{sum(r.uploaded for r in given):,} parts uploaded for {len(given):,} files"]
+    held = sum(result.in_cache for result in summary.files)
+    lines = [f"shared cache {summary.cache}: {held:,} files in it now ({summary.count('fetched'):,} fetched from it); "
+             f"this run uploaded {summary.uploaded_parts:,} parts, {summary.uploaded_bytes / 1e6:,.1f} MB"]
     failures = summary.upload_failures()
     if failures:
         why = ", ".join(f"{kind}: {count:,}" for kind, count in sorted(failures.items()))
@@ -393,14 +399,16 @@ def _shared_lines(summary: Summary) -> list[str]:
     return lines
 
 
-def _consume(stream: Iterator[FileResult | int], summary: Summary, total: int, progress: bool) -> None:
+def _consume(stream: Iterator[FileResult | Done], summary: Summary, total: int, progress: bool) -> None:
     import tqdm
 
     tqdm.tqdm.monitor_interval = 0  # no monitor thread: a replacement worker is forked while the bar runs
     with tqdm.tqdm(total=total, unit="file", disable=not progress, desc="indexing", leave=False) as bar:
         for result in stream:
-            if isinstance(result, int):
-                summary.dropped_writes += result
+            if isinstance(result, Done):
+                summary.dropped_writes += result.dropped
+                summary.uploaded_parts += result.uploaded_parts
+                summary.uploaded_bytes += result.uploaded_bytes
                 continue
             summary.files.append(result)
             bar.update(1)

@@ -250,11 +250,12 @@ class ParsedStore:
             if signature != _signature(parsed):
                 self._enqueue(key, parsed)
 
-    def publish(self, fingerprint: str, reader: str, parsed: Parsed) -> int:
-        """Upload this parse's missing parts to the shared tier now (``sparsefs index``); how many were new."""
+    def publish(self, fingerprint: str, reader: str, parsed: Parsed) -> int | None:
+        """Upload this parse's missing parts to the shared tier now (``sparsefs index``): how many were new; None
+        when it is not a parse the stores keep (small, or cheap to redo) or there is no shared tier."""
         name = self._names.get((fingerprint, reader))
         if self.shared is None or name is None:
-            return 0
+            return None
         return self.shared.publish(Owner(self.code, name, reader), Parsed(parsed.full_view, parsed.kind,
                                                                           _snapshot(parsed.data)))
 
