@@ -25,7 +25,7 @@ from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store import blob, serial
 from sparsefs.store.engines import EngineUnavailable, parse_url, redact
 from sparsefs.store.parsed import StoreConfig
-from sparsefs.store.shared import SharedTier
+from sparsefs.store.shared import Paused, SharedTier
 from tests import redis_server
 
 DOC = "report.md"
@@ -223,6 +223,10 @@ def test_an_unreachable_store_is_a_local_parse_then_not_asked_for_a_while(
         assert counts["unreachable"] == 1 and counts["skipped"] == 1  # the second read did not ask
         assert host.shared.snapshot()["state"].startswith("down")
         assert sum("unreachable" in r.getMessage() for r in caplog.records) == 1
+        store, artifact = host.cache.store, host.cache.load(DOC)
+        assert store is not None
+        with pytest.raises(Paused):  # sparsefs index does not wait on a store that is down either
+            store.publish(*artifact.parse_key, artifact.parsed)
     finally:
         host.close()
 

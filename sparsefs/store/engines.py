@@ -300,9 +300,9 @@ class FsspecEngine:
 
 def classify(err: BaseException) -> str:
     """What a failure means for the tier: unreachable, slow, full, refused or error (counted under that name)."""
-    kind = _redis_kind(err)
+    kind = getattr(err, "sparsefs_kind", None) or _redis_kind(err)  # sparsefs.store.shared.Paused names its own
     if kind is not None:
-        return kind
+        return str(kind)
     if isinstance(err, TimeoutError):
         return "slow"
     if isinstance(err, PermissionError) or (isinstance(err, OSError) and err.errno == errno.EROFS):

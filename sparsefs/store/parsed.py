@@ -175,7 +175,7 @@ class ParsedStore:
         key = (fingerprint, reader)
         owner = Owner(self.code, self._name(key, content), reader)
         if local is not None:
-            self.shared.offer(owner, Parsed(local.full_view, local.kind, _snapshot(local.data)))
+            self.shared.offer(owner, Parsed(local.full_view, local.kind, _snapshot(local.data)), spare=True)
             return local
         fetched = self.shared.fetch(owner)
         if fetched is not None:

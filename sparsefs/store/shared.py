@@ -62,6 +62,14 @@ def open_shared(url: str) -> SharedTier:
     return SharedTier(open_engine(config), config)
 
 
+class Paused(Exception):
+    """An upload not tried: the store is down (backoff), full or refusing writes. ``sparsefs_kind`` names it."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"not tried: the shared cache was {kind} (down, full or refusing)")
+        self.sparsefs_kind = kind
+
+
 @dataclass
 class _Fetch:
     """One fetch's outcome, filled by its thread."""
@@ -146,31 +154,39 @@ class SharedTier:
 
     # writing ------------------------------------------------------------
 
-    def offer(self, owner: blob.Owner, parsed: Parsed) -> None:
-        """Upload what the store lacks of this parse, in the background (``parsed`` must not change after)."""
+    def offer(self, owner: blob.Owner, parsed: Parsed, spare: bool = False) -> None:
+        """Upload what the store lacks of this parse, in the background (``parsed`` must not change after).
+        ``spare``: only if the queue has room, and not counted as dropped when it has not (a parse loaded from
+        the local store, which another host has most likely uploaded already)."""
         if not self.config.write:
             return
         with self._lock:
             known = self._known.get(owner)
         if known is not None and set(blob.wanted_ids(parsed)) <= known:
             return
-        self._submit(("offer", owner, parsed))
+        self._submit(("offer", owner, parsed), count_drop=not spare)
 
     def publish(self, owner: blob.Owner, parsed: Parsed) -> int:
-        """Upload now (``sparsefs index``): how many parts were new; raises what the engine raised, counted."""
+        """Upload now (``sparsefs index``): how many parts were new; raises what the engine raised, counted, or
+        Paused while the store is down, full or refusing (no upload is tried then)."""
         if not self.config.write:
             return 0
+        now = time.monotonic()
+        if now < self._down_until or now < self._no_writes_until:
+            self._count("skipped")
+            raise Paused("skipped")
         try:
             return self._upload(owner, parsed)
         except Exception as err:
             self._fail(classify(err), f"{type(err).__name__}: {err}")
             raise
 
-    def _submit(self, job: Job) -> None:
+    def _submit(self, job: Job, count_drop: bool = True) -> None:
         try:
             self._queue.put_nowait(job)
         except queue.Full:
-            self._count("upload_dropped")
+            if count_drop:
+                self._count("upload_dropped")
 
     def _run(self) -> None:
         while (job := self._queue.get()) is not None:
