@@ -113,3 +113,34 @@ def blackhole() -> Iterator[str]:
         yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
     finally:
         listener.close()
+
+
+@contextlib.contextmanager
+def cluster(directory: Path, nodes: int = 3) -> Iterator[str]:
+    """A Redis Cluster of ``nodes`` masters on loopback (redis-cli --cluster create), stopped whatever happens.
+    Yields its ``redis+cluster://`` URL."""
+    servers = [RedisServer(directory / f"node{i}", extra=("--cluster-enabled", "yes", "--cluster-config-file",
+                                                          str(directory / f"node{i}" / "nodes.conf")))
+               for i in range(nodes)]
+    try:
+        for server in servers:
+            server.start()
+        addresses = [f"127.0.0.1:{server.port}" for server in servers]
+        subprocess.run(["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
+        _wait_cluster_ok(servers[0])
+        yield f"redis+cluster://{addresses[0]}/0"
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def _wait_cluster_ok(server: RedisServer) -> None:
+    """Until the cluster has agreed on its slots (a moment after create)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        info = server.client().execute_command("CLUSTER", "INFO")  # type: ignore[attr-defined]
+        if b"cluster_state:ok" in (info if isinstance(info, bytes) else str(info).encode()):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")

@@ -378,3 +378,18 @@ def test_copies_of_one_file_on_two_hosts_share_one_entry(tmp_path: Path, redis: 
         assert second.cache.parses == 0 and second.shared.counts["hits"] == 1
     finally:
         second.close()
+
+
+def test_a_redis_cluster_is_a_shared_store(tmp_path: Path, text: str) -> None:
+    """redis+cluster://: one hash per artifact lives in one slot, so a fetch is still two round trips."""
+    with redis_server.cluster(tmp_path / "cluster") as url:
+        first = Host(tmp_path / "a", url, text)
+        parsed_a = first.cache.load(DOC)
+        first.close()
+        assert first.shared.counts["uploaded_parts"] >= 2, first.shared.snapshot()
+        second = Host(tmp_path / "b", url, text)
+        try:
+            assert second.cache.load(DOC).parsed.full_view == parsed_a.parsed.full_view
+            assert second.cache.parses == 0 and second.shared.counts["hits"] == 1
+        finally:
+            second.close()
