@@ -14,9 +14,8 @@ of CPU, is a per-daemon cost the shared cache cannot remove). The cases:
 - local:   a host without ``--cache`` (read, hash, parse in the bounded child, index, embed the
            BM25 shortlist for the hybrid re-ranking); "local, other": the same for another question;
 - host 2:  over the store right after host 1 (mounted, with ``--cache``) read the same question and its
-           upload landed: the store has the parse, not yet the vectors host 1 embedded (they are saved when
-           its warm-up ends or it unmounts), so host 2 embeds the shortlist itself;
-- host 3:  the same question after host 1 unmounted (its close uploaded the shortlist's vectors);
+           uploads landed: the parse, then (within 2 s) the vectors of the shortlist host 1 embedded;
+- host 3:  the same question after host 1 unmounted;
 - host 4:  another question after host 1 unmounted (most of its shortlist is not embedded yet);
 - host 5:  another question over a store filled once by ``sparsefs index --cache URL --embed`` (every
            unit's vector: a fleet's steady state, also reached when a host's background warm-up ends);
@@ -136,15 +135,20 @@ def stats(mount: mountutil.Mount) -> dict[str, int]:
             if "shared_cache" in snapshot else 0}
 
 
-def wait_uploaded(server: redis_server.RedisServer, timeout: float = 60.0) -> None:
-    """Until the store holds a view part (uploaded last, after the parts it needs)."""
+def wait_uploaded(server: redis_server.RedisServer, timeout: float = 120.0, quiet_s: float = 5.0) -> None:
+    """Until the store holds a view part (uploaded last, after the parts it needs) and no part was added for
+    ``quiet_s`` (the writer shares the vectors a read embedded within SHARE_GROWTH_S = 2 s)."""
     client = server.client()
     deadline = time.monotonic() + timeout
+    seen, since = -1, time.monotonic()
     while time.monotonic() < deadline:
-        keys = client.keys("sparsefs:*")  # type: ignore[attr-defined]
-        if keys and all(client.hexists(k, "view") for k in keys):  # type: ignore[attr-defined]
+        keys = client.keys("sparsefs:*")
+        parts = sum(client.hlen(k) for k in keys)
+        if parts != seen:
+            seen, since = parts, time.monotonic()
+        elif keys and all(client.hexists(k, "view") for k in keys) and time.monotonic() - since >= quiet_s:
             return
-        time.sleep(0.1)
+        time.sleep(0.2)
     raise RuntimeError("host 1's upload did not land")
 
 

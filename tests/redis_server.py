@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 READY_TIMEOUT_S = 10.0
 
@@ -62,7 +63,7 @@ class RedisServer:
         self.stop()
         raise RuntimeError(f"redis-server did not start: {(self.directory / 'redis.log').read_text()[-2000:]}")
 
-    def client(self) -> object:
+    def client(self) -> Any:
         import redis
 
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, socket_connect_timeout=2)
@@ -139,7 +140,7 @@ def _wait_cluster_ok(server: RedisServer) -> None:
     """Until the cluster has agreed on its slots (a moment after create)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        info = server.client().execute_command("CLUSTER", "INFO")  # type: ignore[attr-defined]
+        info = server.client().execute_command("CLUSTER", "INFO")
         if b"cluster_state:ok" in (info if isinstance(info, bytes) else str(info).encode()):
             return
         time.sleep(0.1)

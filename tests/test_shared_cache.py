@@ -23,6 +23,7 @@ from sparsefs.app.compose import build_artifacts, build_core, close_core
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store import blob, serial
+from sparsefs.store import parsed as parsed_store
 from sparsefs.store.engines import EngineUnavailable, parse_url, redact
 from sparsefs.store.parsed import StoreConfig
 from sparsefs.store.shared import Paused, SharedTier
@@ -81,7 +82,7 @@ def text() -> str:
 
 
 def artifact_key(server: redis_server.RedisServer) -> bytes:
-    keys = server.client().keys("sparsefs:*")  # type: ignore[attr-defined]
+    keys = server.client().keys("sparsefs:*")
     assert len(keys) == 1, keys
     return bytes(keys[0])
 
@@ -123,7 +124,7 @@ def test_caches_grown_after_the_parse_are_new_parts_and_the_largest_is_loaded(
     loaded = first.cache.load(DOC)
     assert _wait_view(redis)
     client = redis.client()
-    view = client.hget(artifact_key(redis), blob.VIEW)  # type: ignore[attr-defined]
+    view = client.hget(artifact_key(redis), blob.VIEW)
     store = first.cache.store
     assert store is not None
     for grown, rows in enumerate((3, 5), start=1):  # as a warm-up embeds more units
@@ -131,9 +132,9 @@ def test_caches_grown_after_the_parse_are_new_parts_and_the_largest_is_loaded(
         store.save_grown(loaded.parsed)
         assert _wait_parts(redis, 1 + len(loaded.parsed.data) + grown - 1)  # the view, each key, each growth
     first.close()
-    parts = {bytes(p).decode() for p in client.hkeys(artifact_key(redis))}  # type: ignore[attr-defined]
+    parts = {bytes(p).decode() for p in client.hkeys(artifact_key(redis))}
     assert {blob.part_id("dense:test", 2 + 2 * 3), blob.part_id("dense:test", 2 + 2 * 5)} <= parts
-    assert client.hget(artifact_key(redis), blob.VIEW) == view  # type: ignore[attr-defined]
+    assert client.hget(artifact_key(redis), blob.VIEW) == view
     second = Host(tmp_path / "b", redis.url, text)
     try:
         fetched = second.cache.load(DOC)
@@ -143,10 +144,35 @@ def test_caches_grown_after_the_parse_are_new_parts_and_the_largest_is_loaded(
         second.close()
 
 
+def test_vectors_a_read_embedded_reach_the_store_while_the_host_runs(
+    tmp_path: Path, redis: redis_server.RedisServer, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No save, no unmount: the writer shares dense growth on its own (each time it has grown 4-fold)."""
+    monkeypatch.setattr(parsed_store, "SHARE_GROWTH_S", 0.05)
+    first = Host(tmp_path / "a", redis.url, text)
+    try:
+        loaded = first.cache.load(DOC)
+        assert _wait_view(redis)
+        parts = redis.client().hlen(artifact_key(redis))
+        loaded.parsed.data["dense:test"] = {"ids": np.arange(3), "vectors": np.ones((3, 4), np.float32)}
+        assert _wait_parts(redis, parts + 1)
+        loaded.parsed.data["dense:test"] = {"ids": np.arange(5), "vectors": np.ones((5, 4), np.float32)}
+        time.sleep(0.5)
+        assert redis.client().hlen(artifact_key(redis)) == parts + 1  # not 4-fold
+        second = Host(tmp_path / "b", redis.url, text)
+        try:
+            fetched = second.cache.load(DOC)
+            assert fetched.parsed.data["dense:test"]["vectors"].shape == (3, 4)
+        finally:
+            second.close()
+    finally:
+        first.close()
+
+
 def _wait_parts(server: redis_server.RedisServer, count: int, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if server.client().hlen(artifact_key(server)) >= count:  # type: ignore[attr-defined]
+        if server.client().hlen(artifact_key(server)) >= count:
             return True
         time.sleep(0.05)
     return False
@@ -155,8 +181,8 @@ def _wait_parts(server: redis_server.RedisServer, count: int, timeout: float = 1
 def _wait_view(server: redis_server.RedisServer, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        keys = server.client().keys("sparsefs:*")  # type: ignore[attr-defined]
-        if keys and server.client().hexists(keys[0], blob.VIEW):  # type: ignore[attr-defined]
+        keys = server.client().keys("sparsefs:*")
+        if keys and server.client().hexists(keys[0], blob.VIEW):
             return True
         time.sleep(0.05)
     return False
@@ -171,8 +197,8 @@ def test_a_damaged_part_is_a_local_parse_counted_and_replaced(tmp_path: Path, re
     first.close()
     client = redis.client()
     key = artifact_key(redis)
-    good = bytes(client.hget(key, blob.VIEW))  # type: ignore[attr-defined]
-    client.hset(key, blob.VIEW, _damaged(good, damage))  # type: ignore[attr-defined]
+    good = bytes(client.hget(key, blob.VIEW))
+    client.hset(key, blob.VIEW, _damaged(good, damage))
     second = Host(tmp_path / "b", redis.url, text)
     with caplog.at_level(logging.WARNING, logger="sparsefs.store.shared"):
         second.cache.load(DOC)
@@ -180,7 +206,7 @@ def test_a_damaged_part_is_a_local_parse_counted_and_replaced(tmp_path: Path, re
     kind = "skewed" if damage == "skew" else "corrupt"
     assert second.cache.parses == 1 and second.shared.counts[kind] == 1 and second.shared.counts["hits"] == 0
     assert sum(kind in r.getMessage() for r in caplog.records) == 1
-    replaced = client.hget(key, blob.VIEW)  # type: ignore[attr-defined]
+    replaced = client.hget(key, blob.VIEW)
     assert replaced is not None and bytes(replaced) != _damaged(good, damage)  # discarded, then uploaded again
     third = Host(tmp_path / "c", redis.url, text)
     try:
@@ -264,7 +290,7 @@ def test_a_full_store_pauses_uploads_and_every_read_is_served(tmp_path: Path, te
 
 def test_a_read_only_user_fetches_and_never_writes(tmp_path: Path, redis: redis_server.RedisServer,
                                                   text: str) -> None:
-    redis.client().execute_command("ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@read", "+@connection")  # type: ignore
+    redis.client().execute_command("ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@read", "+@connection")
     reader_url = f"redis://reader:pw@127.0.0.1:{redis.port}/0"
     refused = Host(tmp_path / "a", reader_url, text)
     refused.cache.load(DOC)

@@ -66,6 +66,8 @@ from sparsefs.store.version import code_version
 log = logging.getLogger("sparsefs.store")
 
 RACY_NS = 2_000_000_000
+SHARE_GROWTH_S = 2.0  # how often the writer looks for dense vectors grown since they were last shared
+SHARE_GROWTH_FACTOR = 4  # ... and shares them again once they have grown this many times over (or at a save)
 SHARED_MIN_BYTES = 64 * 1024  # smaller artifacts parse in a few ms: a network round trip would cost more
 TRANSIENT_KEYS = frozenset({"columns", "floats"})  # table_ops caches, cheap to rebuild
 _DAY_NS = 86_400 * 1_000_000_000
@@ -118,6 +120,8 @@ class ParsedStore:
         self.config = config
         self.shared = shared
         self._names: OrderedDict[Key, str] = OrderedDict()  # parse key -> content name in the shared tier
+        self._shared_rows: dict[Key, int] = {}  # parse key -> dense rows last offered to the shared tier
+        self._growth_checked = 0.0
         self.parsed_dir = root / "parsed"
         (self.parsed_dir / "tmp").mkdir(parents=True, exist_ok=True)
         self.code = code_version()
@@ -313,10 +317,33 @@ class ParsedStore:
             except queue.Empty:
                 job = ()  # type: ignore[assignment]
             self._guarded(self._flush)  # last-use times first: eviction after a write must see them
+            if self.shared is not None and time.monotonic() - self._growth_checked >= SHARE_GROWTH_S:
+                self._growth_checked = time.monotonic()
+                self._guarded(self._share_growth)
             if job:
                 self._guarded(functools.partial(self._write, *job))
             if job is None:
                 return
+
+    def _share_growth(self) -> None:
+        """Dense vectors a read embedded reach the shared tier while the mount runs (the local entry waits for the
+        unmount or the end of the warm-up: re-writing it whole each time would cost more than it saves), each time
+        they have grown SHARE_GROWTH_FACTOR-fold, so a second host asking the same question embeds nothing and the
+        store holds at most ~1.3x the final vectors."""
+        assert self.shared is not None
+        with self._lock:
+            live = [(key, ref(), self._names[key]) for key, (ref, _) in self._saved.items() if key in self._names]
+            if len(self._shared_rows) > 2 * len(self._names) + 64:
+                self._shared_rows = {k: v for k, v in self._shared_rows.items() if k in self._names}
+        for key, parsed, name in live:
+            if parsed is None:
+                continue
+            data = dict(parsed.data)  # a read may add a key meanwhile
+            rows = sum(max(0, value_size(v)) for k, v in data.items() if k.startswith("dense:"))
+            if rows > 0 and rows >= SHARE_GROWTH_FACTOR * self._shared_rows.get(key, 0):
+                self._shared_rows[key] = rows
+                self.shared.offer(Owner(self.code, name, key[1]), Parsed(parsed.full_view, parsed.kind,
+                                                                       _snapshot(data)))
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """The writer thread outlives any failure (disk full, a locked or damaged database)."""
