@@ -26,6 +26,7 @@ fsspec filesystem (``?endpoint_url=...`` for an S3-compatible store).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -285,7 +286,8 @@ class FsspecEngine:
         """List the root, write, read and remove a probe object (doctor)."""
         if self.local:
             self.fs.makedirs(self.root, exist_ok=True)
-        self.fs.ls(self.root, detail=False)
+        with contextlib.suppress(FileNotFoundError):  # an object store's empty prefix is no directory yet
+            self.fs.ls(self.root, detail=False)
         if self.config.write:
             path = f"{self.root}/.sparsefs-probe-{uuid.uuid4().hex}"
             self.fs.pipe_file(path, b"ok")
