@@ -13,6 +13,7 @@ import random
 import shutil
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -419,3 +420,25 @@ def test_a_redis_cluster_is_a_shared_store(tmp_path: Path, text: str) -> None:
             assert second.cache.parses == 0 and second.shared.counts["hits"] == 1
         finally:
             second.close()
+
+
+def test_concurrent_reads_of_a_healthy_store_all_hit(tmp_path: Path, redis: redis_server.RedisServer,
+                                                     text: str) -> None:
+    """More concurrent misses than fetch slots wait for a slot; a healthy store is never taken for slow."""
+    names = [f"doc{i}.md" for i in range(8)]
+    first = Host(tmp_path / "a", redis.url, text)
+    for i, name in enumerate(names):
+        (tmp_path / "a" / "src" / name).write_text(corpus_text(seed=100 + i))
+    for name in names:
+        first.cache.load(name)
+    first.close()
+    second = Host(tmp_path / "b", redis.url, text)
+    for i, name in enumerate(names):
+        (tmp_path / "b" / "src" / name).write_text(corpus_text(seed=100 + i))
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(second.cache.load, names))
+        assert second.shared.counts["hits"] == 8 and second.shared.counts["slow"] == 0, second.shared.snapshot()
+        assert second.cache.parses == 0
+    finally:
+        second.close()

@@ -10,7 +10,8 @@ The store never makes a read fail or hang:
 * **Bounded wait.** A fetch runs on its own daemon thread; the read waits at most
   the URL's ``timeout`` (default 2 s), then parses locally (``slow``) and the
   thread is left to finish or time out on its socket. At most
-  :data:`MAX_IN_FLIGHT` fetches are outstanding; beyond that a read does not ask.
+  :data:`MAX_IN_FLIGHT` fetches are outstanding; a read beyond them waits for a
+  slot within the same bound.
 * **Down means skip.** An unreachable or slow store is not asked again for a
   backoff (5 s, doubling to 60 s); reads meanwhile parse locally (``skipped``).
 * **Full or refused** writes stop uploads for a while (the store is read still).
@@ -109,13 +110,14 @@ class SharedTier:
         if time.monotonic() < self._down_until:
             self._count("skipped")
             return None
-        if not self._in_flight.acquire(blocking=False):
-            self._fail("slow", f"{MAX_IN_FLIGHT} fetches still outstanding")
+        deadline = time.monotonic() + self.config.timeout  # for a fetch slot and the answer together
+        if not self._in_flight.acquire(timeout=self.config.timeout):
+            self._fail("slow", f"{MAX_IN_FLIGHT} fetches outstanding for {self.config.timeout:g} s")
             return None
         job = _Fetch()
         threading.Thread(target=self._fetch_bytes, args=(owner, job), name="sparsefs-shared-fetch",
                          daemon=True).start()
-        if not job.done.wait(self.config.timeout):
+        if not job.done.wait(max(0.0, deadline - time.monotonic())):
             self._fail("slow", f"no answer within {self.config.timeout:g} s")
             return None
         if job.error is not None:
