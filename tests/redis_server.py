@@ -21,11 +21,15 @@ from typing import Any
 READY_TIMEOUT_S = 10.0
 
 
-def free_port() -> int:
-    """A loopback TCP port nobody listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def free_port(below: int = 65_536) -> int:
+    """A loopback TCP port nobody listens on now (under ``below``: a cluster node's bus is its port + 10000)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port < below:
+            return port
+    raise RuntimeError(f"no free loopback port under {below}")
 
 
 @dataclass
@@ -120,8 +124,9 @@ def blackhole() -> Iterator[str]:
 def cluster(directory: Path, nodes: int = 3) -> Iterator[str]:
     """A Redis Cluster of ``nodes`` masters on loopback (redis-cli --cluster create), stopped whatever happens.
     Yields its ``redis+cluster://`` URL."""
-    servers = [RedisServer(directory / f"node{i}", extra=("--cluster-enabled", "yes", "--cluster-config-file",
-                                                          str(directory / f"node{i}" / "nodes.conf")))
+    servers = [RedisServer(directory / f"node{i}", port=free_port(below=55_535),  # + 10000: the cluster bus
+                           extra=("--cluster-enabled", "yes", "--cluster-config-file",
+                                  str(directory / f"node{i}" / "nodes.conf")))
                for i in range(nodes)]
     try:
         for server in servers:

@@ -122,8 +122,10 @@ def test_killing_redis_mid_run_loses_no_read(tmp_path: Path, backend: str, redis
             served += [read(host2, name) for name in names[2:]]  # in order: packs name their episode (e1, e2...)
             killer.join()
             after = stats(host2)
+            doctor = _cli("doctor").stdout  # each mount with a shared cache gets a line of its counters
     finally:
         mountutil.stop(host2)
+    assert f"mount {host2.mountpoint} cache: shared cache {redis.url}" in doctor, doctor
     assert served == expected  # every read answered, each the same pack as the first host's
     cache = dict(after["shared_cache"])
     assert cache["hits"] >= 2 and after["artifacts_parsed"] == 6 - cache["hits"]

@@ -155,25 +155,31 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
     mounted = [entry.mountpoint for entry in mount_entries() if entry.fstype == FSTYPE]
     if not mounted:
         return [Check("mounts", True, "no SparseFS mounted", required=False)]
-    return [check for mnt in mounted for check in check_mount(mnt, timeout_s)]
+    checks = []
+    for mnt in mounted:
+        stats: dict[str, Any] = {}
+        checks.append(check_mount(mnt, timeout_s, into=stats))
+        if isinstance(stats.get("shared_cache"), dict):
+            from sparsefs.app.doctor_cache import mount_cache_check  # it builds on Check, defined here
+
+            checks.append(mount_cache_check(f"mount {mnt}", stats["shared_cache"]))
+    return checks
 
 
-def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
+def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S, into: dict[str, Any] | None = None) -> Check:
+    """How the mount learns of source changes; ``into`` receives the stats it read (one read per mount)."""
     name = f"mount {mountpoint}"
     stats = read_stats(mountpoint, timeout_s)
     if isinstance(stats, str):
-        return [Check(name, False, stats, f"sparsefs umount {mountpoint} (or: fusermount3 -u {mountpoint}), then "
-                      "mount again", required=False)]
+        return Check(name, False, stats, f"sparsefs umount {mountpoint} (or: fusermount3 -u {mountpoint}), then "
+                     "mount again", required=False)
+    if into is not None:
+        into.update(stats)
     watcher = stats.get("watcher")
     if not isinstance(watcher, dict):
-        return [Check(name, False, "its daemon does not report how it watches the source",
-                      "remount it with this version of sparsefs", required=False)]
-    shared = stats.get("shared_cache")
-    if not isinstance(shared, dict):
-        return [_watcher_check(name, watcher)]
-    from sparsefs.app.doctor_cache import mount_cache_check  # it builds on Check, defined here
-
-    return [_watcher_check(name, watcher), mount_cache_check(name, shared)]
+        return Check(name, False, "its daemon does not report how it watches the source",
+                     "remount it with this version of sparsefs", required=False)
+    return _watcher_check(name, watcher)
 
 
 def _watcher_check(name: str, watcher: dict[str, Any]) -> Check:
