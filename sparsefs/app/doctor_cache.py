@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from sparsefs.app.doctor import Check
-from sparsefs.store.engines import EngineUnavailable, open_engine, parse_url
+from sparsefs.store.engines import Engine, EngineUnavailable, open_engine, parse_url
 from sparsefs.store.shared import FAILURES
 
 PROBE_GRACE_S = 5.0
@@ -31,8 +31,25 @@ def check_cache(url: str) -> Check:
     except EngineUnavailable as err:
         return Check("shared cache", False, str(err), "fix the URL or install the extra it names")
     name = f"shared cache {config.shown}"
-    outcome: list[list[str] | BaseException] = []
     started = time.monotonic()
+    outcome = _probe(engine, config.timeout + PROBE_GRACE_S)
+    elapsed_ms = (time.monotonic() - started) * 1000
+    if outcome is None:
+        return Check(name, False, f"no answer within {config.timeout + PROBE_GRACE_S:g} s",
+                     "check the host, port and firewall; mounts parse locally meanwhile")
+    engine.close()
+    if isinstance(outcome, BaseException):
+        return Check(name, False, f"{type(outcome).__name__}: {outcome}",
+                     "check the address, credentials and permissions; mounts parse locally meanwhile")
+    detail, policy = outcome
+    mode = "read-write" if config.write else "read-only (?write=0)"
+    return _bounded(name, f"answers in {elapsed_ms:.0f} ms, {mode}; {detail}", config.engine, policy)
+
+
+def _probe(engine: Engine, seconds: float) -> list[str] | BaseException | None:
+    """The engine's probe on a thread: its answer, its failure, or None when it did not finish in ``seconds``
+    (a store that hangs must not hang doctor; the thread is left behind, a daemon)."""
+    outcome: list[list[str] | BaseException] = []
 
     def probe() -> None:
         try:
@@ -42,19 +59,8 @@ def check_cache(url: str) -> Check:
 
     thread = threading.Thread(target=probe, name="sparsefs-doctor-cache", daemon=True)
     thread.start()
-    thread.join(config.timeout + PROBE_GRACE_S)
-    elapsed_ms = (time.monotonic() - started) * 1000
-    if not outcome:
-        return Check(name, False, f"no answer within {config.timeout + PROBE_GRACE_S:g} s",
-                     "check the host, port and firewall; mounts parse locally meanwhile")
-    engine.close()
-    if isinstance(outcome[0], BaseException):
-        failure = outcome[0]
-        return Check(name, False, f"{type(failure).__name__}: {failure}",
-                     "check the address, credentials and permissions; mounts parse locally meanwhile")
-    detail, policy = outcome[0]
-    mode = "read-write" if config.write else "read-only (?write=0)"
-    return _bounded(name, f"answers in {elapsed_ms:.0f} ms, {mode}; {detail}", config.engine, policy)
+    thread.join(seconds)
+    return outcome[0] if outcome else None
 
 
 def _bounded(name: str, detail: str, engine: str, policy: str) -> Check:

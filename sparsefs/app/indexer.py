@@ -140,6 +140,7 @@ def index_one(cache: ArtifactCache, rel: str, embed: bool = False) -> FileResult
 
 
 def _warm_indexes(artifact: Artifact, embed: bool) -> None:
+    """What a first read would build, now: the Reader's lazy index, and with ``embed`` every unit's vector."""
     with contextlib.suppress(ReaderError):  # a Reader that cannot locate in this artifact has nothing to build
         artifact.reader.locate(artifact.parsed, _WARM_UP, 200)
     if embed and selection.size_band(len(artifact.parsed.full_view)) == ">32K":  # where hybrid is chosen

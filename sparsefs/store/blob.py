@@ -166,6 +166,7 @@ def decode_part(blob: bytes, owner: Owner, pid: str, view: str | None = None) ->
 
 
 def _split(blob: bytes) -> tuple[dict[str, Any], bytes]:
+    """Header and body; the header is looked for only in the first MiB, so garbage costs no scan of a big value."""
     if not blob.startswith(MAGIC):
         raise serial.Corrupt("not a SparseFS blob")
     end = blob.find(b"\n", len(MAGIC), _MAX_HEADER)

@@ -158,6 +158,8 @@ class RedisEngine:
             return client
 
     def _connect(self, timeout: float) -> Any:
+        """A client that never retries by itself (the tier decides when to ask again) and never waits longer
+        than ``timeout`` on a socket."""
         from redis import Redis
         from redis.backoff import NoBackoff
         from redis.cluster import RedisCluster
@@ -242,6 +244,8 @@ class FsspecEngine:
         return [os.path.basename(str(n).rstrip("/")) for n in names if ".tmp-" not in str(n)]
 
     def get(self, owner: blob.Owner, ids: list[str]) -> dict[str, bytes]:
+        """The parts that exist, fetched concurrently where the filesystem is async (s3fs); a part removed since
+        the listing is just absent, any other failure is the engine's."""
         base = self.directory(owner)
         found = self.fs.cat([f"{base}/{pid}" for pid in ids], on_error="return")
         out: dict[str, bytes] = {}
@@ -275,6 +279,7 @@ class FsspecEngine:
         return written
 
     def discard(self, owner: blob.Owner, ids: list[str]) -> None:
+        """Remove parts found bad, so the next upload can write them again (write-once keeps what exists)."""
         base = self.directory(owner)
         for pid in ids:
             try:
@@ -317,6 +322,7 @@ def classify(err: BaseException) -> str:
 
 
 def _redis_kind(err: BaseException) -> str | None:
+    """redis-py's exceptions by meaning (None: not one of them, or redis-py is not installed)."""
     try:
         from redis import exceptions as rx
     except ImportError:

@@ -202,6 +202,7 @@ class ParsedStore:
         return name
 
     def _load_local(self, fingerprint: str, reader: str) -> Parsed | None:
+        """The local tier: the entry on disk, every file checked; a damaged one is removed and reads as a miss."""
         path = self._path(fingerprint, reader)
         if not path.is_dir():
             return None

@@ -130,6 +130,7 @@ class SharedTier:
         return self._assemble(owner, job.parts)
 
     def _fetch_bytes(self, owner: blob.Owner, job: _Fetch) -> None:
+        """On the fetch thread: list, choose, get; the read that waits decodes (its CPU, not the bound's)."""
         try:
             job.ids = self.engine.part_ids(owner)
             wanted = blob.choose(job.ids)
@@ -141,6 +142,7 @@ class SharedTier:
             job.done.set()
 
     def _assemble(self, owner: blob.Owner, parts: dict[str, bytes]) -> Parsed | None:
+        """The parse, or None for a bad part: counted, logged once, and discarded so an upload replaces it."""
         try:
             parsed = blob.assemble(parts, owner)
         except blob.PartError as err:
@@ -191,6 +193,7 @@ class SharedTier:
                 self._count("upload_dropped")
 
     def _run(self) -> None:
+        """The uploader thread: offers and discards in order, none while the store is down, full or refusing."""
         while (job := self._queue.get()) is not None:
             action, owner, payload = job
             if time.monotonic() < max(self._down_until, self._no_writes_until):
@@ -210,6 +213,7 @@ class SharedTier:
             return self._upload_locked(owner, parsed)
 
     def _upload_locked(self, owner: blob.Owner, parsed: Parsed) -> int:
+        """Under the artifact's upload lock: list once if unknown, then put only the missing parts."""
         with self._lock:
             known = self._known.get(owner)
         if known is None:
@@ -240,6 +244,8 @@ class SharedTier:
             self._down_until, self._backoff = 0.0, BACKOFF_S[0]
 
     def _fail(self, kind: str, detail: str) -> None:
+        """Count a failure and log its kind once; unreachable or slow starts (or lengthens) the backoff, full or
+        refused pauses uploads."""
         kind = kind if kind in FAILURES else "errors"
         now = time.monotonic()
         with self._lock:
