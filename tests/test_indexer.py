@@ -63,7 +63,7 @@ def test_index_one_reports_what_it_could_not_read(workspace: Path) -> None:
     assert "not indexed: blob.bin" in text and "total" in text
 
 
-def _hang_or_die(cache: ArtifactCache, rel: str) -> FileResult:
+def _hang_or_die(cache: ArtifactCache, rel: str, embed: bool = False) -> FileResult:
     if rel == "hang.txt":
         time.sleep(60)
     if rel == "die.txt":

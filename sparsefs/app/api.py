@@ -76,21 +76,26 @@ class Workspace:
         state_dir: str | os.PathLike[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         keep_warm: bool = False,
+        cache: str | None = None,
     ) -> None:
-        """``keep_warm``: keep parsed artifacts in memory between reads (a long-lived server), until close()."""
+        """``keep_warm``: keep parsed artifacts in memory between reads (a long-lived server), until close().
+        ``cache``: a shared parse cache URL (``--cache``), used when reads are served in this process."""
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise ReadFailed(f"root {self.root} is not a directory")
         self.state_dir = Path(state_dir).resolve() if state_dir else default_state_dir(self.root)
         self.timeout = timeout
         self.keep_warm = keep_warm
+        self.cache = cache
+        if cache:
+            _check_cache(cache)
         self._held: Plan | None = None
         self._warm: WarmCache | None = None
 
     def _plan(self) -> Plan:
         if self.keep_warm and self._warm is None:
-            self._warm = WarmCache(self.root, self.state_dir)
-        return plan_read(self.root, self.state_dir, self.timeout, warm=self._warm)
+            self._warm = WarmCache(self.root, self.state_dir, self.cache)
+        return plan_read(self.root, self.state_dir, self.timeout, warm=self._warm, cache=self.cache)
 
     def read(self, target: str) -> ReadResult:
         """Read ``target`` (``rel@suffix`` in the path grammar, relative to the root) as a mount would serve it."""
@@ -161,6 +166,16 @@ class Workspace:
         if self._held is None:
             return "per-read"
         return "in-process" if self._held.local is not None else "mount"
+
+
+def _check_cache(url: str) -> None:
+    """A cache URL no engine here can serve fails at once, as ReadFailed (one that is down does not)."""
+    from sparsefs.store.engines import EngineUnavailable, open_engine, parse_url
+
+    try:
+        open_engine(parse_url(url)).close()
+    except EngineUnavailable as err:
+        raise ReadFailed(str(err)) from None
 
 
 def _close(plan: Plan) -> None:

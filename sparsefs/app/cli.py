@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sparsefs.app import cli_tools
-from sparsefs.app.daemon import MountError, MountPlan, configure_logging, plan_mount, run
+from sparsefs.app.daemon import MountError, MountPlan, check_cache, configure_logging, plan_mount, run
 from sparsefs.fuse import backends, mounts
 from sparsefs.guard.policy import DEFAULT_THRESHOLD, kind_extensions, parse_kinds
 
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the session's standing objective; fills in what an access intent leaves out "
                             "(change it later by writing .sparsefs/session)")
     _guard_arguments(mount)
+    cli_tools.add_cache_option(mount)
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     umount = sub.add_parser("umount", help="unmount MNT and wait for its daemon to exit")
     umount.add_argument("mountpoint", metavar="MNT")
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     episodes.add_argument("--id", help="show one episode in full (JSON)")
     episodes.add_argument("--json", action="store_true", help="all listed episodes as JSON lines")
     episodes.add_argument("--limit", type=int, default=50, help="newest N episodes (default 50)")
-    sub.add_parser("doctor", help="check /dev/fuse, libfuse, fusermount and permissions; say how to fix each")
+    doctor = sub.add_parser("doctor", help="check /dev/fuse, libfuse, fusermount and permissions; say how to fix each")
+    cli_tools.add_cache_option(doctor)
     demo = sub.add_parser("demo", help="mount a bundled sample workspace and show a plain and an evidence read")
     demo.add_argument("--keep", action="store_true", help="leave the demo mounted")
     sub.add_parser("skill", help="print the agent guide (.sparsefs/SKILL.md)").set_defaults(handler=cmd_skill)
@@ -77,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
     plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
-                               session_intent=args.session_intent)
+                               session_intent=args.session_intent, cache=check_cache(args.cache))
     plan = _guard_plan(args, plan)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
@@ -97,9 +99,10 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     command += [f"--guard-kinds={','.join(plan.guard_kinds)}"] if plan.guard_kinds else []
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
                                       ("--verbose", args.verbose)) if on]
+    env = {**os.environ, **({cli_tools.CACHE_ENV: plan.cache} if plan.cache else {})}  # not argv: ps shows it
     with open(log_path, "ab") as log:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                 start_new_session=True)
+                                 start_new_session=True, env=env)
     if not mounts.wait_ready(plan.mountpoint, READY_TIMEOUT_S, alive=lambda: child.poll() is None, pid=child.pid):
         print(f"sparsefs: mount did not become ready; daemon log {log_path}:", file=sys.stderr)
         print(_tail(log_path), file=sys.stderr)
@@ -187,7 +190,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from sparsefs.app.doctor import run_checks
 
-    return run_checks(sys.stdout)
+    return run_checks(sys.stdout, args.cache)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

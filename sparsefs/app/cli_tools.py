@@ -8,10 +8,22 @@ matplotlib) happen inside the handlers, so ``sparsefs --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
 Handler = Callable[[argparse.Namespace], int]
+CACHE_ENV = "SPARSEFS_CACHE"
+
+
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--cache URL``: the shared tier under the parsed store (default $SPARSEFS_CACHE, which keeps a password
+    out of the process list)."""
+    parser.add_argument("--cache", metavar="URL", default=os.environ.get(CACHE_ENV) or None,
+                        help="a parse cache shared by many hosts: redis://HOST:6379/0 (Valkey, rediss://, "
+                             "redis+cluster://), file:///shared/path or s3://bucket/prefix; ?timeout=S bounds a "
+                             f"read's wait (default 2), ?write=0 only fetches (default ${CACHE_ENV}; "
+                             "docs/SEMANTICS.md, 'Shared cache')")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,6 +49,7 @@ def _register_read(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                       help="another option (where, by, cols, rows, sheet, since, until); repeatable")
     read.add_argument("--json", action="store_true", help="the pack as JSON (&format=json)")
     _add_root_options(read)
+    add_cache_option(read)
     read.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a mount or the lock")
     read.add_argument("-v", "--verbose", action="store_true", help="say on stderr which route served the read")
     read.set_defaults(handler=cmd_read)
@@ -50,6 +63,7 @@ def _add_root_options(parser: argparse.ArgumentParser) -> None:
 def _register_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = sub.add_parser("mcp", help="serve sro_preview, sro_read and sro_raw over MCP (stdio) for hosts without FUSE")
     _add_root_options(mcp)
+    add_cache_option(mcp)
     mcp.set_defaults(handler=cmd_mcp)
 
 
@@ -59,6 +73,10 @@ def _register_index(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     index.add_argument("--state-dir", help="state directory (default: the one a mount of DIR uses)")
     index.add_argument("-j", "--jobs", type=int, default=0, help="parallel workers (default: CPU count)")
     index.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_cache_option(index)
+    index.add_argument("--embed", action="store_true",
+                       help="also embed every unit of long documents for hybrid reads (the dense extra), so no "
+                            "host embeds them again: slow, for warming a --cache shared by a fleet")
     index.set_defaults(handler=cmd_index)
 
 
@@ -108,7 +126,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     from sparsefs.app.api import ReadFailed, Workspace
 
     try:
-        workspace = Workspace(args.root, args.state_dir, timeout=args.timeout)
+        workspace = Workspace(args.root, args.state_dir, timeout=args.timeout, cache=args.cache)
         result = workspace.read(_read_target(args))
     except (ReadFailed, ValueError, OSError, TimeoutError) as err:
         print(f"sparsefs: {err}", file=sys.stderr)
@@ -129,8 +147,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError as err:
         return _missing_extra("mcp", "the MCP SDK", err)
     try:
-        return run_stdio(args.root, args.state_dir)
-    except ReadFailed as err:
+        return run_stdio(args.root, args.state_dir, args.cache)
+    except (ReadFailed, ValueError) as err:
         print(f"sparsefs: {err}", file=sys.stderr)
         return 1
 
@@ -138,7 +156,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from sparsefs.app.indexer import run_index
 
-    return run_index(args.directory, args.state_dir, args.jobs, progress=not args.no_progress, out=sys.stdout)
+    return run_index(args.directory, args.state_dir, args.jobs, progress=not args.no_progress, out=sys.stdout,
+                     cache=args.cache, embed=args.embed)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

@@ -9,7 +9,10 @@ environment (``sparsefs.artifacts.bounded``), the Protocol with the session
 intent the last mount left, the guard when a mount names processes to guard,
 and the backend's binding (``sparsefs.vfs.binding``: :data:`NULL` without a
 mount). A state directory that cannot hold the database or the store degrades
-to memory with a warning; the mount still serves.
+to memory with a warning; the mount still serves. ``cache``, the ``--cache URL``
+of every surface, puts a shared tier (``sparsefs.store.shared``) under the parsed
+store; a URL no engine here can serve raises ``EngineUnavailable`` (a
+ValueError) at once, while a store that is down only counts as such per read.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sparsefs.protocol.intents import persisted_session
 from sparsefs.source.freshness import Freshness
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.parsed import ParsedStore, StoreConfig, open_store
+from sparsefs.store.shared import SharedTier, open_shared
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
 from sparsefs.vfs.binding import NULL, Binding, LateBinding
@@ -47,13 +51,18 @@ def default_state_dir(source: Path) -> Path:
 
 def build_artifacts(
     root: SourceRoot, state_dir: Path, *, store_config: StoreConfig | None = None,
-    max_parsed_chars: int | None = None, store_required: bool = False,
+    max_parsed_chars: int | None = None, store_required: bool = False, cache: str | None = None,
 ) -> ArtifactCache:
-    """Parsed artifacts of ``root``, stored in ``state_dir``, each parse under the environment's bounds.
+    """Parsed artifacts of ``root``, stored in ``state_dir`` (over the shared ``cache`` if given), each parse
+    under the environment's bounds.
 
     ``store_required``: a store that cannot open raises (``sparsefs index``, whose whole point is the
     store) instead of leaving the cache in memory."""
-    store = open_store(state_dir, store_config) if store_required else _open_store(state_dir, store_config)
+    shared = open_shared(cache) if cache else None
+    if store_required:
+        store: ParsedStore | None = open_store(state_dir, store_config, shared)
+    else:
+        store = _open_store(state_dir, store_config, shared)
     if max_parsed_chars is None:
         return ArtifactCache(root, store=store, bounds=Bounds.from_env())
     return ArtifactCache(root, max_parsed_chars=max_parsed_chars, store=store, bounds=Bounds.from_env())
@@ -62,13 +71,17 @@ def build_artifacts(
 def build_core(
     root: SourceRoot, state_dir: Path, backend: str, session_intent: str | None = None,
     artifacts: ArtifactCache | None = None, guard: GuardConfig | None = None, mountpoint: str = "",
-    binding: Binding = NULL,
+    binding: Binding = NULL, cache: str | None = None,
 ) -> Core:
     """The Core every surface serves through. ``artifacts``: a cache kept warm across cores (MCP); it must
-    read ``root``. ``guard``: the plain-read guard of a mount at ``mountpoint``; ``binding``: the backend's side."""
-    stats = Stats(state_dir / "log.jsonl", backend=backend)
+    read ``root``. ``guard``: the plain-read guard of a mount at ``mountpoint``; ``binding``: the backend's side;
+    ``cache``: the shared tier's URL (unless ``artifacts`` is given)."""
     if artifacts is None:
-        artifacts = build_artifacts(root, state_dir)
+        artifacts = build_artifacts(root, state_dir, cache=cache)
+    stats = Stats(state_dir / "log.jsonl", backend=backend)
+    shared = artifacts.store.shared if artifacts.store is not None else None
+    if shared is not None:
+        stats.sections["shared_cache"] = shared.snapshot
     state = _open_state(state_dir)
     protocol = Protocol(artifacts, state=state, session=persisted_session(state, session_intent))
     guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
@@ -103,12 +116,13 @@ class Mounted:
 
 def mount(
     root: SourceRoot, state_dir: Path, backend: str, mountpoint: str, *, session_intent: str | None = None,
-    guard: GuardConfig | None = None, watch: str | None = None,
+    guard: GuardConfig | None = None, watch: str | None = None, cache: str | None = None,
 ) -> Mounted:
     """A mount's Core with a late binding for ``backend``, watching ``watch`` (a path to the source tree;
-    None: ``--no-watch``, source changes are checked on each open)."""
+    None: ``--no-watch``, source changes are checked on each open), over the shared ``cache`` if given."""
     binding = LateBinding()  # the backend attaches once it speaks to the kernel
-    core = build_core(root, state_dir, backend, session_intent, guard=guard, mountpoint=mountpoint, binding=binding)
+    core = build_core(root, state_dir, backend, session_intent, guard=guard, mountpoint=mountpoint, binding=binding,
+                      cache=cache)
     freshness = watch_source(core, watch or "", enabled=watch is not None)
     return Mounted(core, binding, freshness)
 
@@ -122,10 +136,13 @@ def _open_state(state_dir: Path) -> StateDB | None:
         return None
 
 
-def _open_store(state_dir: Path, config: StoreConfig | None) -> ParsedStore | None:
-    """Fingerprints and parsed artifacts on disk; a state dir that cannot hold them means memory only."""
+def _open_store(state_dir: Path, config: StoreConfig | None, shared: SharedTier | None) -> ParsedStore | None:
+    """Fingerprints and parsed artifacts on disk; a state dir that cannot hold them means memory only (and no
+    shared tier: it sits under the local store)."""
     try:
-        return open_store(state_dir, config)
+        return open_store(state_dir, config, shared)
     except (OSError, sqlite3.Error) as err:
         log.warning("parsed-artifact store unavailable (%s); this mount starts cold and stays in memory", err)
+        if shared is not None:
+            shared.close(0.1)
         return None

@@ -43,6 +43,7 @@ class MountPlan:
     guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
     guard_threshold: int = DEFAULT_THRESHOLD  # full-view characters above which a guarded plain read is carded
     guard_kinds: tuple[str, ...] = ()  # guard kind names (readers.registry); () means all
+    cache: str | None = None  # --cache URL: the shared tier under the parsed store (sparsefs.store.shared)
 
     @property
     def in_place(self) -> bool:
@@ -66,6 +67,20 @@ def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow
     except ValueError as err:
         raise MountError(f"{err}; use --backend auto or mfusepy") from None
     return MountPlan(src, mnt, state, allow_other, backend=chosen)
+
+
+def check_cache(url: str | None) -> str | None:
+    """Refuse a ``--cache`` URL no engine here can serve before a daemon starts (a store that is merely down
+    is fine: reads parse locally until it answers)."""
+    if url is None:
+        return None
+    from sparsefs.store.engines import EngineUnavailable, open_engine, parse_url
+
+    try:
+        open_engine(parse_url(url)).close()
+    except EngineUnavailable as err:
+        raise MountError(str(err)) from None
+    return url
 
 
 def _check_state_dir(state: Path) -> None:
@@ -117,7 +132,7 @@ def run(plan: MountPlan) -> int:
                                          str(plan.state_dir)))
     mounted = compose.mount(root, plan.state_dir, plan.backend, str(plan.mountpoint),
                             session_intent=plan.session_intent, guard=_guard_config(plan),
-                            watch=_watch_path(plan, root) if plan.watch else None)
+                            watch=_watch_path(plan, root) if plan.watch else None, cache=plan.cache)
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
     readiness = Readiness(mounted.binding, plan.backend)  # Type=notify: READY=1 once the mount answers

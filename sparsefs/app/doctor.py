@@ -3,9 +3,12 @@
 Besides the machine (``/dev/fuse``, libfuse, permissions, inotify limits) it
 looks at every SparseFS mounted now (fstype ``fuse.sparsefs`` in
 ``/proc/self/mountinfo``) and says, from its ``.sparsefs/stats.json``, whether
-source changes are watched or only checked on access, why, and the fix. The
-file is read by a child process with a deadline: a hung daemon leaves its
-callers in uninterruptible sleep, and doctor must still answer.
+source changes are watched or only checked on access, why, and the fix, and how
+its shared cache fares. The file is read by a child process with a deadline: a
+hung daemon leaves its callers in uninterruptible sleep, and doctor must still
+answer. ``--cache URL`` (or $SPARSEFS_CACHE) also checks a shared cache: the
+engine is installed, the store answers, a probe is written, read back and
+removed, and (Redis) whether it is bounded and evicts (``sparsefs.app.doctor_cache``).
 """
 
 from __future__ import annotations
@@ -127,14 +130,6 @@ def _process_watches(pid: str) -> int:
 
 
 # ---- mounted SparseFS ------------------------------------------------------------------
-def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
-    """One line per mounted SparseFS: how it learns of source changes, and the fix if it only checks."""
-    mounted = [entry.mountpoint for entry in mount_entries() if entry.fstype == FSTYPE]
-    if not mounted:
-        return [Check("mounts", True, "no SparseFS mounted", required=False)]
-    return [check_mount(mnt, timeout_s) for mnt in mounted]
-
-
 def read_stats(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> dict[str, Any] | str:
     """The mount's stats.json, or why it could not be read (never blocks past ``timeout_s``)."""
     path = os.path.join(mountpoint, ".sparsefs", "stats.json")
@@ -154,12 +149,32 @@ def read_stats(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> dict[str,
     return stats if isinstance(stats, dict) else "stats.json is not an object"
 
 
-def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> Check:
+def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
+    """One line per mounted SparseFS: how it learns of source changes, and the fix if it only checks; one more
+    for a mount with a shared cache."""
+    mounted = [entry.mountpoint for entry in mount_entries() if entry.fstype == FSTYPE]
+    if not mounted:
+        return [Check("mounts", True, "no SparseFS mounted", required=False)]
+    checks = []
+    for mnt in mounted:
+        stats: dict[str, Any] = {}
+        checks.append(check_mount(mnt, timeout_s, into=stats))
+        if isinstance(stats.get("shared_cache"), dict):
+            from sparsefs.app.doctor_cache import mount_cache_check  # it builds on Check, defined here
+
+            checks.append(mount_cache_check(f"mount {mnt}", stats["shared_cache"]))
+    return checks
+
+
+def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S, into: dict[str, Any] | None = None) -> Check:
+    """How the mount learns of source changes; ``into`` receives the stats it read (one read per mount)."""
     name = f"mount {mountpoint}"
     stats = read_stats(mountpoint, timeout_s)
     if isinstance(stats, str):
         return Check(name, False, stats, f"sparsefs umount {mountpoint} (or: fusermount3 -u {mountpoint}), then "
                      "mount again", required=False)
+    if into is not None:
+        into.update(stats)
     watcher = stats.get("watcher")
     if not isinstance(watcher, dict):
         return Check(name, False, "its daemon does not report how it watches the source",
@@ -216,9 +231,11 @@ CHECKS = (check_dev_fuse, check_libfuse, check_fusermount, check_permissions, ch
           check_binding, check_backend, check_inotify, check_dense)
 
 
-def run_checks(out: TextIO) -> int:
+def run_checks(out: TextIO, cache: str | None = None) -> int:
+    from sparsefs.app.doctor_cache import check_cache  # it builds on Check, defined here
+
     failed = False
-    for check in [*(fn() for fn in CHECKS), *check_mounts()]:
+    for check in [*(fn() for fn in CHECKS), *check_mounts(), *([check_cache(cache)] if cache else [])]:
         mark = "ok" if check.ok else ("FAIL" if check.required else "warn")
         out.write(f"[{mark:>4}] {check.name}: {check.detail}\n")
         if (check.fix and not check.ok) or (check.fix and not check.required):

@@ -27,6 +27,13 @@ Resumable by construction: a file whose parse is already stored is loaded
 only the files in flight and still prints what it did. Parses cheaper than the
 store's threshold (10 ms) are not stored, as in a mount: loading them would
 cost about as much as parsing.
+
+With ``--cache URL`` the store sits over a shared tier (``sparsefs.store.shared``):
+a file another host already parsed is fetched ("fetched"), and every stored
+parse, with the indexes its Reader built, is uploaded before the file counts as
+done, so a fleet's mounts find it. ``--embed`` also embeds every unit of long
+documents (the hybrid method's vectors, the costliest part of a first read) so
+no host embeds them again.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Literal, TextIO
 
+from readers import selection
 from readers.base import ReaderError, ReadIntent
 from sparsefs.app.compose import build_artifacts, default_state_dir
 from sparsefs.app.mountinfo import mount_of_path
@@ -52,7 +60,7 @@ from sparsefs.source.collection import walk
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.parsed import StoreConfig
 
-Status = Literal["parsed", "warm", "unsupported", "error"]
+Status = Literal["parsed", "warm", "fetched", "unsupported", "error"]
 STORE_QUEUE = 256  # a mount's store drops a write when its queue is full; a warm-up run should not
 _PARSED_CHARS = 32 * 1024 * 1024  # a worker keeps little in memory: what it parsed is on its way to disk
 _WARM_UP = ReadIntent(text="index warm-up", slots=("index warm-up",))
@@ -70,6 +78,8 @@ class FileResult:
     chars: int = 0
     seconds: float = 0.0
     note: str = ""
+    in_cache: bool = False  # the shared tier holds this parse now (fetched from it, or uploaded by this run)
+    upload_failed: str = ""  # why it could not (the store's failure kind)
 
 
 @dataclass
@@ -78,11 +88,14 @@ class Summary:
 
     files: list[FileResult] = field(default_factory=list)
     dropped_writes: int = 0
+    uploaded_parts: int = 0
+    uploaded_bytes: int = 0
     left_out: int = 0
     seconds: float = 0.0
     jobs: int = 1
     interrupted: bool = False
     unreached: int = 0  # files no worker reported on (interrupted, or workers that died at start)
+    cache: str = ""  # the shared tier's URL (shown form), if any
 
     def by_kind(self) -> dict[str, dict[str, int]]:
         table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -96,25 +109,58 @@ class Summary:
     def count(self, status: Status) -> int:
         return sum(result.status == status for result in self.files)
 
+    def upload_failures(self) -> dict[str, int]:
+        """Files whose parse the shared tier did not take, by why (unreachable, full, refused...)."""
+        failures: dict[str, int] = defaultdict(int)
+        for result in self.files:
+            if result.upload_failed:
+                failures[result.upload_failed] += 1
+        return dict(failures)
 
-def index_one(cache: ArtifactCache, rel: str) -> FileResult:
-    """Load ``rel`` as a mount would, then let its Reader build lazy indexes."""
+
+def index_one(cache: ArtifactCache, rel: str, embed: bool = False) -> FileResult:
+    """Load ``rel`` as a mount would, then let its Reader build lazy indexes (and embed, with ``embed``); with a
+    shared tier, upload what it lacks of the parse."""
     started, parses = time.perf_counter(), cache.parses
+    shared = cache.store.shared if cache.store is not None else None
+    hits = shared.counts["hits"] if shared is not None else 0
     try:
         artifact = cache.load(rel)
-        _warm_indexes(artifact)
+        _warm_indexes(artifact, embed)
     except ReaderError as err:
         return FileResult(rel, "unsupported", seconds=time.perf_counter() - started, note=err.message)
     except Exception as err:  # noqa: BLE001 - one bad file (or a Reader bug) must not stop the run
         return FileResult(rel, "error", seconds=time.perf_counter() - started, note=f"{type(err).__name__}: {err}")
-    status: Status = "parsed" if cache.parses > parses else "warm"
+    fetched = shared is not None and shared.counts["hits"] > hits
+    status: Status = "parsed" if cache.parses > parses else "fetched" if fetched else "warm"
     kind = f"{artifact.reader.name}/{artifact.parsed.kind}"
-    return FileResult(rel, status, kind, len(artifact.parsed.full_view), time.perf_counter() - started)
+    in_cache, failed = _publish(cache, artifact)
+    return FileResult(rel, status, kind, len(artifact.parsed.full_view), time.perf_counter() - started,
+                      in_cache=in_cache, upload_failed=failed)
 
 
-def _warm_indexes(artifact: Artifact) -> None:
+def _warm_indexes(artifact: Artifact, embed: bool) -> None:
+    """What a first read would build, now: the Reader's lazy index, and with ``embed`` every unit's vector."""
     with contextlib.suppress(ReaderError):  # a Reader that cannot locate in this artifact has nothing to build
         artifact.reader.locate(artifact.parsed, _WARM_UP, 200)
+    if embed and selection.size_band(len(artifact.parsed.full_view)) == ">32K":  # where hybrid is chosen
+        from readers.retrieval.methods import warm_dense
+
+        warm_dense(artifact.parsed, lambda: False)
+
+
+def _publish(cache: ArtifactCache, artifact: Artifact) -> tuple[bool, str]:
+    """Upload the parse (with what the Reader built since) to the shared tier now: (the store holds it, failure
+    kind). A parse the store does not keep (small, or cheap to redo) is not uploaded."""
+    store = cache.store
+    if store is None or store.shared is None:
+        return False, ""
+    from sparsefs.store.engines import classify
+
+    try:
+        return store.publish(*artifact.parse_key, artifact.parsed) is not None, ""
+    except Exception as err:  # noqa: BLE001 - counted by the tier; the file is indexed locally all the same
+        return False, classify(err)
 
 
 @dataclass(frozen=True)
@@ -127,30 +173,42 @@ class Started:
 
 @dataclass(frozen=True)
 class Done:
-    """A worker ended its queue; its store had to drop ``dropped`` writes."""
+    """A worker ended its queue; its store had to drop ``dropped`` writes; what it gave the shared tier."""
 
     pid: int
     dropped: int
+    uploaded_parts: int = 0
+    uploaded_bytes: int = 0
 
 
 Message = FileResult | Started | Done
 
 
-def _worker(root: str, state_dir: str, tasks: multiprocessing.Queue[str | None], results: Connection) -> None:
+@dataclass(frozen=True)
+class Options:
+    """What every worker does besides loading: the shared tier's URL, and whether to embed."""
+
+    cache: str | None = None
+    embed: bool = False
+
+
+def _worker(root: str, state_dir: str, options: Options, tasks: multiprocessing.Queue[str | None],
+            results: Connection) -> None:
     source = SourceRoot.open(root)
     # The daemon's bounds (each parse of a hostile file in a child with a time and memory limit) and store.
     cache = build_artifacts(source, Path(state_dir), store_config=StoreConfig(queue_size=STORE_QUEUE),
-                            max_parsed_chars=_PARSED_CHARS, store_required=True)
+                            max_parsed_chars=_PARSED_CHARS, store_required=True, cache=options.cache)
     store = cache.store
     assert store is not None  # store_required
     try:
         while (rel := tasks.get()) is not None:
             results.send(Started(os.getpid(), rel))
-            results.send(index_one(cache, rel))
+            results.send(index_one(cache, rel, options.embed))
     finally:
         store.close()  # entries (and indexes grown since their save) are on disk before we report done
         source.close()
-        results.send(Done(os.getpid(), store.dropped))
+        counts = store.shared.counts if store.shared is not None else {}
+        results.send(Done(os.getpid(), store.dropped, counts.get("uploaded_parts", 0), counts.get("uploaded_bytes", 0)))
         results.close()
 
 
@@ -165,14 +223,16 @@ def list_members(directory: Path) -> tuple[list[str], int]:
 
 
 def index_files(
-    directory: Path, state_dir: Path, members: list[str], jobs: int, file_timeout: float | None = None
-) -> Iterator[FileResult | int]:
+    directory: Path, state_dir: Path, members: list[str], jobs: int, file_timeout: float | None = None,
+    options: Options | None = None,
+) -> Iterator[FileResult | Done]:
     """One result per file as workers finish them (a file whose worker hung or died is an "error"), and each
-    worker's count of dropped store writes as it ends."""
+    worker's Done (dropped store writes, uploads) as it ends."""
     if not members:
         return iter(())
-    timeout = file_timeout if file_timeout is not None else FILE_TIMEOUT_S
-    return _Pool(directory, state_dir, timeout).run(members, max(1, min(jobs, len(members))))
+    options = options or Options()
+    timeout = file_timeout if file_timeout is not None else FILE_TIMEOUT_S * (8 if options.embed else 1)
+    return _Pool(directory, state_dir, timeout, options).run(members, max(1, min(jobs, len(members))))
 
 
 class _Pool:
@@ -181,17 +241,17 @@ class _Pool:
     Each worker answers on its own pipe, written synchronously (a queue's feeder thread would lose what a worker
     said just before it died), so the parent knows which file was in flight when a pipe ends early."""
 
-    def __init__(self, directory: Path, state_dir: Path, file_timeout: float) -> None:
+    def __init__(self, directory: Path, state_dir: Path, file_timeout: float, options: Options) -> None:
         # fork: fast. The parent's other thread (the tasks queue's feeder) holds nothing a child uses, and tqdm's
         # monitor thread is off (see _consume): a replacement worker is forked while the bar runs.
         self.context = multiprocessing.get_context("fork")
-        self.args = (str(directory), str(state_dir))
+        self.args = (str(directory), str(state_dir), options)
         self.tasks: multiprocessing.Queue[str | None] = self.context.Queue()
         self.file_timeout = file_timeout
         self.workers: dict[Connection, multiprocessing.process.BaseProcess] = {}
         self.doing: dict[Connection, tuple[str, float]] = {}
 
-    def run(self, members: list[str], jobs: int) -> Iterator[FileResult | int]:
+    def run(self, members: list[str], jobs: int) -> Iterator[FileResult | Done]:
         for rel in [*members, *[None] * jobs]:
             self.tasks.put(rel)
         for _ in range(jobs):
@@ -208,7 +268,7 @@ class _Pool:
         writer.close()  # the worker holds the only write end: its exit ends the pipe
         self.workers[reader] = worker
 
-    def _collect(self) -> Iterator[FileResult | int]:
+    def _collect(self) -> Iterator[FileResult | Done]:
         while self.workers:
             ready = wait(list(self.workers), timeout=_RESULT_WAIT_S)
             for conn in ready:
@@ -216,7 +276,7 @@ class _Pool:
                 yield from self._receive(conn)
             yield from self._overdue()
 
-    def _receive(self, conn: Connection) -> Iterator[FileResult | int]:
+    def _receive(self, conn: Connection) -> Iterator[FileResult | Done]:
         try:
             item: Message = conn.recv()
         except (EOFError, OSError):
@@ -226,7 +286,7 @@ class _Pool:
             self.doing[conn] = (item.rel, time.monotonic())
         elif isinstance(item, Done):
             self.doing.pop(conn, None)
-            yield item.dropped
+            yield item
         else:
             self.doing.pop(conn, None)
             yield item
@@ -258,24 +318,42 @@ class _Pool:
             conn.close()
 
 
-def run_index(directory: str, state_dir: str | None, jobs: int, progress: bool, out: TextIO) -> int:
+def run_index(directory: str, state_dir: str | None, jobs: int, progress: bool, out: TextIO,
+              cache: str | None = None, embed: bool = False) -> int:
     """The ``sparsefs index`` command: index, show progress, print the summary."""
     try:
         root, state = index_target(Path(directory).resolve(), Path(state_dir).resolve() if state_dir else None)
+        shown = _check_cache(cache)
     except IndexRefused as err:
         out.write(f"sparsefs: {err}\n")
         return 1
     started = time.monotonic()
     members, left_out = list_members(root)
-    summary = Summary(left_out=left_out, jobs=max(1, min(jobs or os.cpu_count() or 1, len(members))))
+    summary = Summary(left_out=left_out, jobs=max(1, min(jobs or os.cpu_count() or 1, len(members))), cache=shown)
+    options = Options(cache, embed)
     try:
-        _consume(index_files(root, state, members, summary.jobs), summary, len(members), progress)
+        _consume(index_files(root, state, members, summary.jobs, options=options), summary, len(members), progress)
     except KeyboardInterrupt:
         summary.interrupted = True
     summary.seconds = time.monotonic() - started
     summary.unreached = len(members) - len(summary.files)
     out.write(render_summary(summary, Path(directory).resolve(), state))
-    return 1 if summary.count("error") or summary.interrupted or summary.unreached else 0
+    failed = summary.count("error") or summary.interrupted or summary.unreached or summary.upload_failures()
+    return 1 if failed else 0
+
+
+def _check_cache(url: str | None) -> str:
+    """The shown form of a ``--cache`` URL an engine here can serve; IndexRefused if none can."""
+    if not url:
+        return ""
+    from sparsefs.store.engines import EngineUnavailable, open_engine, parse_url
+
+    try:
+        config = parse_url(url)
+        open_engine(config).close()
+    except EngineUnavailable as err:
+        raise IndexRefused(str(err)) from None
+    return config.shown
 
 
 class IndexRefused(Exception):
@@ -307,14 +385,31 @@ def index_target(directory: Path, state_dir: Path | None) -> tuple[Path, Path]:
     return info.source_path / above[1], Path(info.state_dir)
 
 
-def _consume(stream: Iterator[FileResult | int], summary: Summary, total: int, progress: bool) -> None:
+def _shared_lines(summary: Summary) -> list[str]:
+    """What the shared tier got: files fetched from it, parts given to it, files it did not take and why."""
+    if not summary.cache:
+        return []
+    held = sum(result.in_cache for result in summary.files)
+    lines = [f"shared cache {summary.cache}: {held:,} files in it now ({summary.count('fetched'):,} fetched from it); "
+             f"this run uploaded {summary.uploaded_parts:,} parts, {summary.uploaded_bytes / 1e6:,.1f} MB"]
+    failures = summary.upload_failures()
+    if failures:
+        why = ", ".join(f"{kind}: {count:,}" for kind, count in sorted(failures.items()))
+        lines.append(f"shared cache: {sum(failures.values()):,} files not uploaded ({why}); run again once it "
+                     "answers (sparsefs doctor --cache URL)")
+    return lines
+
+
+def _consume(stream: Iterator[FileResult | Done], summary: Summary, total: int, progress: bool) -> None:
     import tqdm
 
     tqdm.tqdm.monitor_interval = 0  # no monitor thread: a replacement worker is forked while the bar runs
     with tqdm.tqdm(total=total, unit="file", disable=not progress, desc="indexing", leave=False) as bar:
         for result in stream:
-            if isinstance(result, int):
-                summary.dropped_writes += result
+            if isinstance(result, Done):
+                summary.dropped_writes += result.dropped
+                summary.uploaded_parts += result.uploaded_parts
+                summary.uploaded_bytes += result.uploaded_bytes
                 continue
             summary.files.append(result)
             bar.update(1)
@@ -330,14 +425,14 @@ def render_summary(summary: Summary, root: Path, state: Path) -> str:
     for kind, row in summary.by_kind().items():
         if kind == "-":
             continue
-        lines.append(
-            f"{kind:<22} {row['files']:>6,} {row.get('parsed', 0):>7,} {row.get('warm', 0):>6,} {row['chars']:>13,}"
-        )
+        warm = row.get("warm", 0) + row.get("fetched", 0)
+        lines.append(f"{kind:<22} {row['files']:>6,} {row.get('parsed', 0):>7,} {warm:>6,} {row['chars']:>13,}")
     total_chars = sum(result.chars for result in summary.files)
     lines.append(
         f"{'total':<22} {len(summary.files):>6,} {summary.count('parsed'):>7,} "
-        f"{summary.count('warm'):>6,} {total_chars:>13,}"
+        f"{summary.count('warm') + summary.count('fetched'):>6,} {total_chars:>13,}"
     )
+    lines += _shared_lines(summary)
     lines += [
         f"not indexed: {result.rel}: {result.note}"
         for result in summary.files

@@ -166,9 +166,9 @@ def is_error_pack(text: str) -> bool:
     return isinstance(data, dict) and data.get("decision") == "error"
 
 
-def run_stdio(root: str, state_dir: str | None) -> int:
-    """Serve on stdin/stdout until the client closes the connection."""
-    workspace = Workspace(root, state_dir, keep_warm=True)
+def run_stdio(root: str, state_dir: str | None, cache: str | None = None) -> int:
+    """Serve on stdin/stdout until the client closes the connection (parses over the shared ``cache`` if given)."""
+    workspace = Workspace(root, state_dir, keep_warm=True, cache=cache)
     try:
         build_server(workspace).run("stdio")
     finally:

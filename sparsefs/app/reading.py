@@ -102,9 +102,13 @@ def _inside(root: Path, target: str) -> str:
 class WarmCache:
     """A source root and its parsed artifacts, kept across LocalCores (the MCP server's calls)."""
 
-    def __init__(self, root: Path, state_dir: Path) -> None:
+    def __init__(self, root: Path, state_dir: Path, cache: str | None = None) -> None:
         self.root = SourceRoot.open(str(root))
-        self.artifacts = build_artifacts(self.root, state_dir)
+        try:
+            self.artifacts = build_artifacts(self.root, state_dir, cache=cache)
+        except BaseException:
+            self.root.close()
+            raise
 
     def close(self) -> None:
         if self.artifacts.store is not None:
@@ -116,12 +120,18 @@ class LocalCore:
     """The daemon's Core (:func:`sparsefs.app.compose.build_core`) in this process, holding the state directory's
     lock until closed; with ``warm``, its parsed artifacts outlive it."""
 
-    def __init__(self, root: Path, state_dir: Path, lock: StateLock, warm: WarmCache | None = None) -> None:
+    def __init__(self, root: Path, state_dir: Path, lock: StateLock, warm: WarmCache | None = None,
+                 cache: str | None = None) -> None:
         self.lock = lock
         self.warm = warm
         self.root = warm.root if warm is not None else SourceRoot.open(str(root))
         artifacts = warm.artifacts if warm is not None else None
-        self.core = build_core(self.root, state_dir, "in-process", artifacts=artifacts)
+        try:
+            self.core = build_core(self.root, state_dir, "in-process", artifacts=artifacts, cache=cache)
+        except BaseException:
+            if warm is None:
+                self.root.close()
+            raise
 
     def read(self, rel: str, span: Span = None) -> bytes:
         """What ``cat <mount>/<rel>`` would print (a plain read of a real file is its bytes), or a byte span."""
@@ -230,6 +240,7 @@ def plan_read(
     timeout: float,
     sleep: Callable[[float], None] = time.sleep,
     warm: WarmCache | None = None,
+    cache: str | None = None,
 ) -> Plan:
     """Decide the route (see the module docstring); raises ReadFailed when none opens in time."""
     above = mount_above(root)
@@ -250,12 +261,12 @@ def plan_read(
                 ) from None
             sleep(_LOCK_POLL_S)
             continue
-        return Plan(local=_open_local(root, state_dir, lock, warm))
+        return Plan(local=_open_local(root, state_dir, lock, warm, cache))
 
 
-def _open_local(root: Path, state_dir: Path, lock: StateLock, warm: WarmCache | None) -> LocalCore:
+def _open_local(root: Path, state_dir: Path, lock: StateLock, warm: WarmCache | None, cache: str | None) -> LocalCore:
     try:
-        return LocalCore(root, state_dir, lock, warm)
+        return LocalCore(root, state_dir, lock, warm, cache)
     except BaseException:
         lock.release()
         raise

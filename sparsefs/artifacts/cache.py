@@ -71,6 +71,11 @@ class Artifact:
     def short_fingerprint(self) -> str:
         return self.fingerprint[:12]
 
+    @property
+    def parse_key(self) -> tuple[str, str]:
+        """(fingerprint, "<reader>-<extension>"): this file version's key in the parsed store."""
+        return _parse_key(self.fingerprint, self.reader, self.rel)
+
 
 class ArtifactCache:
     """Loads artifacts through the source root; thread-safe, bounded."""
@@ -329,14 +334,14 @@ class ArtifactCache:
                 if cache_key in self._parsed:
                     self._parsed.move_to_end(cache_key)
                     return self._parsed[cache_key]
-            stored = self.store.load(*cache_key) if self.store is not None else None
+            stored = self.store.load(*cache_key, content=data) if self.store is not None else None
             if stored is not None:
                 self._remember(cache_key, stored, parsed_now=False)
                 return stored
             started = time.perf_counter()
             parsed = self._run_parse(cache_key, reader, MemorySource(name, data))
-            if self.store is not None:
-                self.store.save(*cache_key, parsed, time.perf_counter() - started)
+            if self.store is not None:  # the bytes name the parse in a shared tier, if there is one
+                self.store.save(*cache_key, parsed, time.perf_counter() - started, content=data)
             self._remember(cache_key, parsed)
         return parsed
 

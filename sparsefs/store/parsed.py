@@ -30,13 +30,17 @@ The store is bounded (bytes, LRU by last use), keeps parses that took at least
 ``min_parse_seconds`` and re-saves one whose Reader built indexes lazily since
 (a table's BM25 index): when next used, or at close (dense vectors: at close, or when a
 background warm-up finished, :meth:`ParsedStore.save_grown`).
+
+With a shared tier (``sparsefs.store.shared``, ``--cache URL``) the store is its
+first tier: a local miss asks the shared store by the content name of the bytes
+the caller holds (bounded wait; any failure is a local parse), a hit is written
+here too, and every entry written here is offered to the shared store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import logging
 import os
 import queue
@@ -46,27 +50,26 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import xxhash
-
-import readers
-from readers import registry
 from readers.base import Parsed
-from sparsefs.store import entry as parsed_entry
 from sparsefs.store import serial
+from sparsefs.store.blob import Owner, value_size
 from sparsefs.store.entry import read_entry, write_entry
+from sparsefs.store.shared import SharedTier, content_name
+from sparsefs.store.version import code_version
 
 log = logging.getLogger("sparsefs.store")
 
 RACY_NS = 2_000_000_000
+SHARE_GROWTH_S = 2.0  # how often the writer looks for dense vectors grown since they were last shared
+SHARE_GROWTH_FACTOR = 4  # ... and shares them again once they have grown this many times over (or at a save)
+SHARED_MIN_BYTES = 64 * 1024  # smaller artifacts parse in a few ms: a network round trip would cost more
 TRANSIENT_KEYS = frozenset({"columns", "floats"})  # table_ops caches, cheap to rebuild
-_CODEC_DISTS = ("numpy", "orjson")  # the codec's own; each Reader's are in its registration
 _DAY_NS = 86_400 * 1_000_000_000
 CLOSE_TIMEOUT_S = 10.0  # an unmount must finish well inside a service's stop timeout
 _FINGERPRINT = re.compile(r"[0-9a-f]{32}")
@@ -104,52 +107,21 @@ def is_racy(st: os.stat_result, hashed_ns: int) -> bool:
     return st.st_mtime_ns >= hashed_ns - RACY_NS or st.st_ctime_ns >= hashed_ns - RACY_NS
 
 
-_REPO = Path(readers.__file__).resolve().parent.parent  # names below are relative: the version is the same anywhere
-
-
-def code_version() -> str:
-    """xxh3 of the Reader sources, the codec, the entry format and the parsing libraries' versions.
-
-    Any change to how an artifact is parsed (a Reader edit, a pymupdf upgrade)
-    invalidates the whole store rather than trusting an old layout. What to hash
-    comes from the registrations (``readers.registry``), without importing a Reader.
-    """
-    digest = xxhash.xxh3_64(f"format {serial.FORMAT}".encode())
-    for dist in sorted({*_CODEC_DISTS, *registry.dists()}):
-        try:
-            digest.update(f"{dist} {metadata.version(dist)}\n".encode())
-        except metadata.PackageNotFoundError:
-            digest.update(f"{dist} -\n".encode())
-    sources = [*sorted((_REPO / "readers").rglob("*.py")), Path(serial.__file__).resolve(),
-               Path(parsed_entry.__file__).resolve()]
-    for path in sources:
-        digest.update(path.relative_to(_REPO).as_posix().encode() + b"\0" + path.read_bytes())
-    for module in registry.outside_modules():
-        digest.update(module.encode() + b"\0" + _module_source(module))
-    return digest.hexdigest()
-
-
-def _module_source(module: str) -> bytes:
-    """The source of a plug-in Reader's module, found without running it (b"" when it cannot be)."""
-    try:
-        spec = importlib.util.find_spec(module)
-        origin = spec.origin if spec is not None else None
-        return Path(origin).read_bytes() if origin else b""
-    except (ImportError, ValueError, OSError):
-        return b""
-
-
-def open_store(state_dir: Path, config: StoreConfig | None = None) -> ParsedStore:
-    """The store under ``state_dir/index`` (created if missing), writer thread started."""
-    return ParsedStore(Path(state_dir) / "index", config or StoreConfig())
+def open_store(state_dir: Path, config: StoreConfig | None = None, shared: SharedTier | None = None) -> ParsedStore:
+    """The store under ``state_dir/index`` (created if missing), writer thread started; over ``shared`` if given."""
+    return ParsedStore(Path(state_dir) / "index", config or StoreConfig(), shared)
 
 
 class ParsedStore:
     """Fingerprint table and parsed-artifact store; thread-safe."""
 
-    def __init__(self, root: Path, config: StoreConfig) -> None:
+    def __init__(self, root: Path, config: StoreConfig, shared: SharedTier | None = None) -> None:
         self.root = root
         self.config = config
+        self.shared = shared
+        self._names: OrderedDict[Key, str] = OrderedDict()  # parse key -> content name in the shared tier
+        self._shared_rows: dict[Key, int] = {}  # parse key -> dense rows last offered to the shared tier
+        self._growth_checked = 0.0
         self.parsed_dir = root / "parsed"
         (self.parsed_dir / "tmp").mkdir(parents=True, exist_ok=True)
         self.code = code_version()
@@ -198,8 +170,39 @@ class ParsedStore:
 
     # parsed artifacts ---------------------------------------------------
 
-    def load(self, fingerprint: str, reader: str) -> Parsed | None:
-        """The stored parse, or None (a damaged entry is removed and reads as a miss)."""
+    def load(self, fingerprint: str, reader: str, content: bytes | None = None) -> Parsed | None:
+        """The stored parse, or None (a damaged entry is removed and reads as a miss). With ``content`` (the
+        artifact's bytes) and a shared tier, a local miss asks the shared store and a local hit is offered to it."""
+        local = self._load_local(fingerprint, reader)
+        if self.shared is None or content is None or len(content) < SHARED_MIN_BYTES:
+            return local
+        key = (fingerprint, reader)
+        owner = Owner(self.code, self._name(key, content), reader)
+        if local is not None:
+            self.shared.offer(owner, Parsed(local.full_view, local.kind, _snapshot(local.data)), spare=True)
+            return local
+        fetched = self.shared.fetch(owner)
+        if fetched is not None:
+            self.loads += 1
+            self._enqueue(key, fetched)  # the local tier keeps it; its offer finds the store holding it
+            with self._lock:
+                self._pending_uses.add(key)
+        return fetched
+
+    def _name(self, key: Key, content: bytes) -> str:
+        """The content name of ``key``'s bytes, remembered so later writes of it can be offered."""
+        with self._lock:
+            name = self._names.get(key)
+        if name is None:
+            name = content_name(content)
+            with self._lock:
+                self._names[key] = name
+                while len(self._names) > 4096:
+                    self._names.popitem(last=False)
+        return name
+
+    def _load_local(self, fingerprint: str, reader: str) -> Parsed | None:
+        """The local tier: the entry on disk, every file checked; a damaged one is removed and reads as a miss."""
         path = self._path(fingerprint, reader)
         if not path.is_dir():
             return None
@@ -223,9 +226,14 @@ class ParsedStore:
         except OSError:
             return False
 
-    def save(self, fingerprint: str, reader: str, parsed: Parsed, parse_seconds: float) -> None:
-        """Queue a write when the parse was costly enough; always track later growth."""
+    def save(self, fingerprint: str, reader: str, parsed: Parsed, parse_seconds: float,
+             content: bytes | None = None) -> None:
+        """Queue a write when the parse was costly enough; always track later growth. With ``content`` (the
+        artifact's bytes) and a shared tier, each write of this parse is offered to the shared store too."""
         key = (fingerprint, reader)
+        shared = self.shared is not None and content is not None and len(content) >= SHARED_MIN_BYTES
+        if shared and content is not None and parse_seconds >= self.config.min_parse_seconds:
+            self._name(key, content)  # named: stored, so offered (and published) like the local entry
         if parse_seconds >= self.config.min_parse_seconds:
             self._enqueue(key, parsed)
         else:
@@ -247,8 +255,18 @@ class ParsedStore:
             if signature != _signature(parsed):
                 self._enqueue(key, parsed)
 
+    def publish(self, fingerprint: str, reader: str, parsed: Parsed) -> int | None:
+        """Upload this parse's missing parts to the shared tier now (``sparsefs index``): how many were new; None
+        when it is not a parse the stores keep (small, or cheap to redo) or there is no shared tier."""
+        name = self._names.get((fingerprint, reader))
+        if self.shared is None or name is None:
+            return None
+        return self.shared.publish(Owner(self.code, name, reader), Parsed(parsed.full_view, parsed.kind,
+                                                                          _snapshot(parsed.data)))
+
     def close(self) -> None:
-        """Save what grew since, flush pending writes, stop the writer, close the database."""
+        """Save what grew since, flush pending writes, stop the writer, close the database (then the shared
+        tier's uploads, within the same bound)."""
         if not self._writer.is_alive():
             return
         deadline = time.monotonic() + CLOSE_TIMEOUT_S  # all of close stays within this
@@ -261,6 +279,8 @@ class ParsedStore:
         except queue.Full:
             log.warning("store: writer did not drain its queue; pending writes are lost")
         self._writer.join(timeout=max(0.01, deadline - time.monotonic()))
+        if self.shared is not None:
+            self.shared.close(max(0.01, deadline - time.monotonic()))
         if self._writer.is_alive():
             log.warning("store: writer still busy at unmount; its last entries are lost (a cache only)")
             return
@@ -298,10 +318,33 @@ class ParsedStore:
             except queue.Empty:
                 job = ()  # type: ignore[assignment]
             self._guarded(self._flush)  # last-use times first: eviction after a write must see them
+            if self.shared is not None and time.monotonic() - self._growth_checked >= SHARE_GROWTH_S:
+                self._growth_checked = time.monotonic()
+                self._guarded(self._share_growth)
             if job:
                 self._guarded(functools.partial(self._write, *job))
             if job is None:
                 return
+
+    def _share_growth(self) -> None:
+        """Dense vectors a read embedded reach the shared tier while the mount runs (the local entry waits for the
+        unmount or the end of the warm-up: re-writing it whole each time would cost more than it saves), each time
+        they have grown SHARE_GROWTH_FACTOR-fold, so a second host asking the same question embeds nothing and the
+        store holds at most ~1.3x the final vectors."""
+        assert self.shared is not None
+        with self._lock:
+            live = [(key, ref(), self._names[key]) for key, (ref, _) in self._saved.items() if key in self._names]
+            if len(self._shared_rows) > 2 * len(self._names) + 64:
+                self._shared_rows = {k: v for k, v in self._shared_rows.items() if k in self._names}
+        for key, parsed, name in live:
+            if parsed is None:
+                continue
+            data = dict(parsed.data)  # a read may add a key meanwhile
+            rows = sum(max(0, value_size(v)) for k, v in data.items() if k.startswith("dense:"))
+            if rows > 0 and rows >= SHARE_GROWTH_FACTOR * self._shared_rows.get(key, 0):
+                self._shared_rows[key] = rows
+                self.shared.offer(Owner(self.code, name, key[1]), Parsed(parsed.full_view, parsed.kind,
+                                                                       _snapshot(data)))
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """The writer thread outlives any failure (disk full, a locked or damaged database)."""
@@ -325,6 +368,9 @@ class ParsedStore:
         with self._db_lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO parsed VALUES (?, ?, ?, ?)", (*key, size, time.time_ns()))
         self._evict()
+        name = self._names.get(key)
+        if self.shared is not None and name is not None:
+            self.shared.offer(Owner(self.code, name, key[1]), parsed)  # a snapshot: nothing changes it after
 
     def _flush(self) -> None:
         with self._lock:
@@ -429,14 +475,7 @@ def _indexes_only(signature: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _signature(parsed: Parsed) -> tuple[Any, ...]:
     """Cheap change detector for lazily added indexes: keys and the sizes of dict values."""
-    return tuple(sorted((k, _size(v)) for k, v in parsed.data.items() if k not in TRANSIENT_KEYS))
-
-
-def _size(value: Any) -> int:
-    """How big a cache dict has grown: its keys, and the rows of the arrays it holds (dense vectors)."""
-    if not isinstance(value, dict):
-        return -1
-    return len(value) + sum(int(x.shape[0]) for x in value.values() if isinstance(x, np.ndarray) and x.ndim)
+    return tuple(sorted((k, value_size(v)) for k, v in parsed.data.items() if k not in TRANSIENT_KEYS))
 
 
 def _snapshot(data: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class Stats:
         self.backend = backend
         self.passthrough: bool | None = None  # set by the kernel backend once INIT is negotiated
         self.gauges: dict[str, Callable[[], int]] = {}  # live values a backend reports (node counts)
+        self.sections: dict[str, Callable[[], dict[str, Any]]] = {}  # live objects (the shared cache's counters)
         # How source changes reach this mount (sparsefs.source.freshness sets it): inotify, on-access or off.
         self.watcher: Callable[[], dict[str, Any]] = lambda: {
             "mode": "off", "watches": 0, "reason": "nothing watches or checks the source"}
@@ -100,6 +101,7 @@ class Stats:
             "passthrough": self.passthrough,
             "watcher": self.watcher(),
             **{name: gauge() for name, gauge in self.gauges.items()},
+            **{name: section() for name, section in self.sections.items()},
             "uptime_s": round(time.time() - self.started, 1),
             **counters,
             **savings,
