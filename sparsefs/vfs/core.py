@@ -150,16 +150,19 @@ class Core:
         return handle.stat() if handle is not None else self.evidence.stat(rel)
 
     def readdir(self, path: str) -> list[tuple[str, int, int]]:
-        """(name, file-type bits, inode) for '.', '..' and each entry; inodes are never 0."""
+        """(name, file-type bits, inode) for '.', '..' and each entry; inodes are never 0.
+
+        The control tree is reachable by name but never listed (like ZFS's ``.zfs``): otherwise
+        ``git add -A``, ``grep -r``, tar and rsync would pick it up. A source ``.sparsefs`` at the
+        root is hidden too, since its name leads to the control tree."""
         if _is_control(path):
             return self._control_entries(path)
         rel = relative(path)
         here, listing = self.root.scandir(rel)
         up = self.root.lstat(rel.rpartition("/")[0]).st_ino if rel else here
-        entries = [(".", stat.S_IFDIR, here), ("..", stat.S_IFDIR, up), *listing]
-        if path == "/" and not any(name == CONTROL_DIR for name, _, _ in entries):
-            entries.append((CONTROL_DIR, stat.S_IFDIR, virtual_ino(_CONTROL_PREFIX)))
-        return entries
+        if not rel:
+            listing = [entry for entry in listing if entry[0] != CONTROL_DIR]
+        return [(".", stat.S_IFDIR, here), ("..", stat.S_IFDIR, up), *listing]
 
     def _control_entries(self, path: str) -> list[tuple[str, int, int]]:
         sub = _control_sub(path)
