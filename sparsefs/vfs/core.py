@@ -176,9 +176,13 @@ class Core:
         return self.root.readlink(self._writable_rel(path))
 
     def statfs(self, path: str) -> dict[str, int]:
+        """The source's numbers, its name limit included: tools that trust pathconf(NAME_MAX) must not
+        create names the source refuses. Virtual names have their own, longer limit
+        (``MAX_VIRTUAL_NAME_BYTES``, the kernel's FUSE name limit), documented in SEMANTICS.md."""
         sv = self.root.statvfs()
-        keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail")
-        return {key: getattr(sv, key) for key in keys} | {"f_namemax": 1024}
+        keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail",
+                "f_namemax")
+        return {key: getattr(sv, key) for key in keys}
 
     def access(self, path: str, mode: int) -> None:
         if _is_control(path) or self._is_virtual(path):
