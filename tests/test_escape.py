@@ -282,6 +282,11 @@ OPERATIONS: dict[str, Callable[[SourceRoot], object]] = {
     "truncate": lambda r: r.truncate("d/f", 0),
     "truncate final link": lambda r: r.truncate("abs_link", 0),
     "access": lambda r: r.access("d/f", os.R_OK),
+    "getxattr": lambda r: r.getxattr("d/f", "user.x"),
+    "listxattr": lambda r: r.listxattr("d/f"),
+    "setxattr": lambda r: r.setxattr("d/f", "user.x", b"1", 0),
+    "setxattr final link": lambda r: r.setxattr("abs_link", "user.x", b"1", 0),
+    "removexattr": lambda r: r.removexattr("d/f", "user.x"),
 }
 
 

@@ -253,6 +253,35 @@ class SourceRoot:
     def statvfs(self) -> os.statvfs_result:
         return os.statvfs(self.fd)
 
+    # ---- extended attributes: through an O_PATH fd of the entry itself, never a symlink's target ----
+    @contextmanager
+    def _entry_path(self, rel: str) -> Iterator[str]:
+        """``/proc/self/fd/N`` of a confined O_PATH fd on ``rel`` (a final symlink: the link itself).
+
+        Following that magic link reaches the entry the fd holds and stops there, so the ``*xattr``
+        calls below act on the confined entry, symlinks included, as ``l*xattr`` would."""
+        fd = self.open_file(rel, os.O_PATH | os.O_NOFOLLOW)
+        try:
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+
+    def getxattr(self, rel: str, name: str) -> bytes:
+        with self._entry_path(rel) as path:
+            return os.getxattr(path, name)
+
+    def listxattr(self, rel: str) -> list[str]:
+        with self._entry_path(rel) as path:
+            return os.listxattr(path)
+
+    def setxattr(self, rel: str, name: str, value: bytes, flags: int) -> None:
+        with self._entry_path(rel) as path:
+            os.setxattr(path, name, value, flags)
+
+    def removexattr(self, rel: str, name: str) -> None:
+        with self._entry_path(rel) as path:
+            os.removexattr(path, name)
+
 
 def _timespec(ns: int) -> _Timespec:
     if ns in (UTIME_NOW, UTIME_OMIT):

@@ -191,6 +191,28 @@ class Core:
             return
         self.root.access(relative(path), mode)
 
+    # ---- extended attributes: the source's, confined like every path; generated files have none ----
+    def getxattr(self, path: str, name: str) -> bytes:
+        if self._generated_path(path):
+            raise OSError(errno.ENODATA, "generated files have no extended attributes")
+        return self.root.getxattr(relative(path), name)
+
+    def listxattr(self, path: str) -> list[str]:
+        return [] if self._generated_path(path) else self.root.listxattr(relative(path))
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int) -> None:
+        if self._generated_path(path):
+            raise OSError(errno.EROFS, "generated files are read-only")
+        self.root.setxattr(relative(path), name, value, flags)
+
+    def removexattr(self, path: str, name: str) -> None:
+        if self._generated_path(path):
+            raise OSError(errno.EROFS, "generated files are read-only")
+        self.root.removexattr(relative(path), name)
+
+    def _generated_path(self, path: str) -> bool:
+        return _is_control(path) or self._is_virtual(path)
+
     # ---- open / read / write ------------------------------------------------
     def open(self, path: str, flags: int) -> OpenResult:
         if _is_control(path):

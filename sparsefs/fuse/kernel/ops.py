@@ -21,6 +21,7 @@ from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.dirs import DirectoryOps
 from sparsefs.fuse.kernel.files import Device, FileOps
 from sparsefs.fuse.kernel.nodes import ROOT, Node, NodeTable
+from sparsefs.fuse.kernel.xattrs import XattrOps
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, stat_dict
 from sparsefs.vfs.control import CONTROL_DIR
 from sparsefs.vfs.core import Core
@@ -43,6 +44,7 @@ class KernelOps:
         self._last: dict[int, os.stat_result | dict[str, int]] = {}  # nodeid -> attributes last handed out
         self._context = threading.local()
         self.dirs = DirectoryOps(core, self.nodes, self._entry, self.real_entry)
+        self.xattrs = XattrOps(core, self.nodes, self.files)
 
     # ---- request context -----------------------------------------------------
     def set_caller(self, request: k.Request) -> None:

@@ -390,7 +390,8 @@ def _handler_table(ops: KernelOps) -> dict[int, Callable[[k.Request], bytes | No
         k.WRITE: ops.write, k.STATFS: ops.statfs, k.RELEASE: ops.release, k.FSYNC: ops.fsync,
         k.OPENDIR: ops.dirs.opendir, k.READDIR: ops.dirs.readdir, k.READDIRPLUS: ops.dirs.readdirplus,
         k.RELEASEDIR: ops.dirs.releasedir, k.FSYNCDIR: ops.dirs.fsyncdir, k.ACCESS: ops.access, k.CREATE: ops.create,
-        k.DESTROY: lambda request: b"",
+        k.GETXATTR: ops.xattrs.getxattr, k.LISTXATTR: ops.xattrs.listxattr, k.SETXATTR: ops.xattrs.setxattr,
+        k.REMOVEXATTR: ops.xattrs.removexattr, k.DESTROY: lambda request: b"",
     }
 
 

@@ -210,6 +210,24 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self.core.access(path, amode)
         return 0
 
+    @guarded
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        return self.core.getxattr(path, name)
+
+    @guarded
+    def listxattr(self, path: str) -> list[str]:
+        return self.core.listxattr(path)
+
+    @guarded
+    def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
+        self.core.setxattr(path, name, value, options)
+        return 0
+
+    @guarded
+    def removexattr(self, path: str, name: str) -> int:
+        self.core.removexattr(path, name)
+        return 0
+
 
 class _Fuse(mfusepy.FUSE):  # type: ignore[misc]
     """mfusepy.FUSE passing rename(2) flags, UTIME_NOW/UTIME_OMIT and ftruncate handles through intact."""
