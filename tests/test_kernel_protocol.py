@@ -142,6 +142,29 @@ def test_unlink_detaches_and_children_of_a_detached_directory_have_no_path() -> 
     assert nodes.child_path(folder.nodeid, "x") is None
 
 
+def test_hard_links_share_one_node_and_keep_it_while_a_name_is_left() -> None:
+    nodes = NodeTable(root_ino=2)
+    reg, folder = stat.S_IFREG | 0o644, nodes.remember(ROOT, "d", ino=5, dev=1, mode=stat.S_IFDIR | 0o755)
+    a = nodes.remember(ROOT, "a", ino=10, dev=1, mode=reg, nlink=1)
+    b = nodes.remember(folder.nodeid, "b", ino=10, dev=1, mode=reg, nlink=2)  # `ln a d/b`
+    c = nodes.remember(ROOT, "c", ino=10, dev=1, mode=reg, nlink=3)
+    assert a is b is c and a.nlookup == 3
+    assert nodes.find("/d/b") is a and nodes.path(a.nodeid) == "/a"
+    assert nodes.remember(ROOT, "x", ino=10, dev=2, mode=reg, nlink=2) is not a  # another device
+    assert nodes.detach(ROOT, "a") is a and nodes.path(a.nodeid) in ("/d/b", "/c")  # another name leads
+    nodes.rename(ROOT, "c", ROOT, "c2")
+    assert nodes.find("/c2") is a and nodes.find("/c") is None
+    nodes.rename(ROOT, "c2", folder.nodeid, "b")  # two names of one inode: rename(2) changes nothing
+    assert nodes.find("/c2") is a and nodes.find("/d/b") is a
+    nodes.detach(folder.nodeid, "b")
+    nodes.detach(ROOT, "c2")
+    assert a.parent == 0 and nodes.path(a.nodeid) is None
+    assert nodes.remember(ROOT, "a", ino=10, dev=1, mode=reg, nlink=2) is not a  # a detached node is never reused
+    assert nodes.forget(a.nodeid, 3) is a
+    same_dir = nodes.remember(ROOT, "d2", ino=5, dev=1, mode=stat.S_IFDIR | 0o755, nlink=2)
+    assert same_dir is not folder  # directories are never shared
+
+
 def test_the_root_is_never_forgotten() -> None:
     nodes = NodeTable(root_ino=2)
     assert nodes.forget(ROOT, 100) is None and nodes.path(ROOT) == "/"
@@ -225,7 +248,7 @@ def test_a_bug_in_one_request_answers_eio_and_the_next_request_works(
     sess, device = session
     sess._dispatch(-1, _request(k.GETATTR, 1, nodeid=424242, body=k.GETATTR_IN.pack(0, 0, 0)))  # unknown node
     sess._dispatch(-1, _request(k.LOOKUP, 2, body=b"no terminator"))  # malformed
-    sess._dispatch(-1, _request(k.GETXATTR, 3))  # not implemented
+    sess._dispatch(-1, _request(k.GETLK, 3))  # not implemented
     sess._dispatch(-1, _request(k.LOOKUP, 4, body=b"file.txt\0"))
     assert device.replies() == {1: errno.EIO, 2: errno.EIO, 3: errno.ENOSYS, 4: 0}
     assert "internal error" in caplog.text

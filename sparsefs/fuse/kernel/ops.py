@@ -68,7 +68,9 @@ class KernelOps:
 
     # ---- attributes --------------------------------------------------------
     def _entry(self, parent: int, name: str, attrs: dict[str, int]) -> bytes:
-        node = self.nodes.remember(parent, name, attrs["st_ino"], generated=is_virtual_ino(attrs["st_ino"]))
+        ino = attrs["st_ino"]
+        node = self.nodes.remember(parent, name, ino, is_virtual_ino(ino), attrs.get("st_dev", 0), attrs["st_mode"],
+                                   attrs.get("st_nlink", 1))
         self._last[node.nodeid] = attrs
         return k.pack_entry(node.nodeid, attrs, self._timeout(node))
 
@@ -105,7 +107,7 @@ class KernelOps:
         return node is not None and not node.generated
 
     def real_entry(self, parent: int, name: str, st: os.stat_result) -> bytes:
-        node = self.nodes.remember(parent, name, st.st_ino)
+        node = self.nodes.remember(parent, name, st.st_ino, False, st.st_dev, st.st_mode, st.st_nlink)
         self._last[node.nodeid] = st
         return k.pack_entry_stat(node.nodeid, st, self.timeout_s)
 
@@ -228,11 +230,9 @@ class KernelOps:
 
     def _remove(self, request: k.Request, remove: _PathOp) -> bytes:
         (path,) = self._child(request)
-        name = path.rpartition("/")[2]
-        victim = self.nodes.find(path)
         remove(path)
-        self.nodes.detach(request.nodeid, name)
-        if victim is not None:
+        victim = self.nodes.detach(request.nodeid, path.rpartition("/")[2])
+        if victim is not None and victim.parent == 0:  # its last name: let its space go (a hard link keeps it)
             self.files.gone_from_tree(victim)
         return b""
 
@@ -250,7 +250,7 @@ class KernelOps:
         replaced = None if flags & _RENAME_EXCHANGE else self.nodes.find(new)
         self.core.rename(old, new, flags)
         self.nodes.rename(request.nodeid, old_name, new_parent, new_name, exchange=bool(flags & _RENAME_EXCHANGE))
-        if replaced is not None:
+        if replaced is not None and replaced.parent == 0:
             self.files.gone_from_tree(replaced)
         return b""
 
@@ -313,10 +313,10 @@ class KernelOps:
 
     # ---- invalidation --------------------------------------------------------
     def source_gone(self, node: Node) -> None:
-        """The watcher saw ``node``'s file deleted or replaced outside the mount."""
-        if node.parent == 0 or node.generated:
-            return
-        self.files.gone_from_tree(node)
+        """The watcher saw a name of ``node``'s file deleted or replaced outside the mount: if it was
+        the last name, let the kept file go."""
+        if node.parent == 0 and not node.generated:
+            self.files.gone_from_tree(node)
 
     def open_handles(self) -> int:
         return self.files.open_handles()

@@ -136,7 +136,7 @@ class Session:
         self.pool = ThreadPoolExecutor(SLOW_WORKERS, thread_name_prefix="sparsefs-slow")
         self._pending: dict[int, tuple[int, Future[None]]] = {}
         self._pending_lock = threading.Lock()
-        self._notices: queue.SimpleQueue[Node | None] = queue.SimpleQueue()
+        self._notices: queue.SimpleQueue[tuple[Node, str] | None] = queue.SimpleQueue()
         self._fds = [self.device.fd]
         self.standby = Standby(self.stopping)
         core.stats.gauges.update(kernel_nodes=lambda: len(self.ops.nodes), open_files=self.ops.open_handles,
@@ -332,26 +332,30 @@ class Session:
         if node is None:
             return
         self._notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
-        self._notices.put(node)
+        self._notices.put((node, path))
 
     def _notifier(self) -> None:
-        while (node := self._notices.get()) is not None:
+        while (notice := self._notices.get()) is not None:
             try:
-                self._settle(node)
+                self._settle(*notice)
             except Exception:  # the notifier outlives any one failure
-                log.exception("invalidation of %s failed", node.name)
+                log.exception("invalidation of %s failed", notice[1])
 
-    def _settle(self, node: Node) -> None:
+    def _settle(self, node: Node, path: str) -> None:
+        """Pages of a daemon-served file; the name ``path`` if it no longer leads to ``node``'s inode
+        (one name of a hard-linked file may go while the others stay)."""
         if node.generated:
             return  # direct_io: no pages, and the name stays valid
         if node.backing_id is None:
             self._notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
-        path = self.ops.nodes.path(node.nodeid)
-        if path is None or path == "/" or self._still_names(path, node.ino):
+        entry = self.ops.nodes.entry(path)
+        if path == "/" or entry is None or self._still_names(path, node.ino):
             return
-        name = os.fsencode(node.name)
-        self._notify(k.NOTIFY_INVAL_ENTRY, k.INVAL_ENTRY.pack(node.parent, len(name), 0) + name + b"\0")
-        self.ops.source_gone(node)
+        parent, name = entry
+        raw = os.fsencode(name)
+        self._notify(k.NOTIFY_INVAL_ENTRY, k.INVAL_ENTRY.pack(parent, len(raw), 0) + raw + b"\0")
+        if self.ops.nodes.detach(parent, name, only=node) is not None:
+            self.ops.source_gone(node)
 
     def _still_names(self, path: str, ino: int) -> bool:
         try:

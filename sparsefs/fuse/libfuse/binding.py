@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 import mfusepy
 
 from sparsefs.fuse.errors import to_errno
+from sparsefs.fuse.libfuse.links import Key, LinkNames
 from sparsefs.fuse.mounts import find_mount
-from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT
+from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, relative
 from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
@@ -71,6 +72,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self.core = core
         self.binding = binding
         self._fuse_ptr: int | None = None
+        self.links = LinkNames(self.invalidate_path)  # every name of a hard-linked file, kept coherent
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         # Without parallel dirops the kernel serializes lookups per directory: one slow
@@ -86,9 +88,29 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         if self._fuse_ptr:
             _invalidate(ctypes.c_void_p(self._fuse_ptr), os.fsencode(path))
 
+    def _inode(self, path: str) -> Key | None:
+        """(device, inode) of ``path`` if it has other names (known, or found with a stat now)."""
+        key = self.links.key(path)
+        if key is not None:
+            return key
+        try:
+            st = self.core.root.lstat(relative(path))
+        except OSError:
+            return None
+        attrs = {"st_dev": st.st_dev, "st_ino": st.st_ino, "st_nlink": st.st_nlink, "st_mode": st.st_mode}
+        self.links.seen(path, attrs)
+        return self.links.key(path)
+
+    def _changed(self, path: str) -> None:
+        """``path``'s inode changed (mode, owner, times, size): every other name of it must re-read."""
+        self.links.changed(self._inode(path), path)
+
     @guarded
     def getattr(self, path: str | None, fh: Any = None) -> dict[str, int]:
-        return self.core.getattr(path, _fh(fh))
+        attrs = self.core.getattr(path, _fh(fh))
+        if path is not None and fh is None:
+            self.links.seen(path, attrs)
+        return attrs
 
     @guarded
     def readdir(self, path: str, fh: int) -> list[Any]:
@@ -130,11 +152,16 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def write(self, path: str | None, data: bytes, offset: int, fi: Any) -> int:
-        return self.core.write(path, data, offset, int(fi.fh))
+        written = self.core.write(path, data, offset, int(fi.fh))
+        if path is not None:
+            self.links.changed(self.links.key(path), path)  # known links only: no stat per write
+        return written
 
     @guarded
     def truncate(self, path: str | None, length: int, fh: Any = None) -> int:
         self.core.truncate(path, length, _fh(fh))
+        if path is not None:
+            self._changed(path)
         return 0
 
     @guarded
@@ -166,12 +193,20 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def unlink(self, path: str) -> int:
+        key = self._inode(path)
         self.core.unlink(path)
+        self.links.removed(path)
+        self.links.changed(key, path)
         return 0
 
     @guarded
     def rename(self, old: str, new: str, flags: int = 0) -> int:
+        moving, replaced = self._inode(old), self._inode(new)
         self.core.rename(old, new, flags)
+        self.links.moved(old, new)
+        self.links.changed(moving, new)
+        if replaced != moving:
+            self.links.changed(replaced, new)
         return 0
 
     @guarded
@@ -183,22 +218,29 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
     @guarded
     def link(self, target: str, source: str) -> int:
         self.core.link(target, source)
+        attrs = self.core.getattr(target)
+        self.links.seen(source, attrs)
+        self.links.seen(target, attrs)
+        self._changed(target)  # the existing names' nlink and ctime
         return 0
 
     @guarded
     def chmod(self, path: str, mode: int) -> int:
         self.core.chmod(path, mode)
+        self._changed(path)
         return 0
 
     @guarded
     def chown(self, path: str, uid: int, gid: int) -> int:
         self.core.chown(path, uid, gid)
+        self._changed(path)
         return 0
 
     @guarded
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
         atime, mtime = times if times is not None else (UTIME_NOW, UTIME_NOW)
         self.core.utimens(path, int(atime), int(mtime))
+        self._changed(path)
         return 0
 
     @guarded
@@ -221,11 +263,13 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
     @guarded
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
         self.core.setxattr(path, name, value, options)
+        self._changed(path)  # ctime
         return 0
 
     @guarded
     def removexattr(self, path: str, name: str) -> int:
         self.core.removexattr(path, name)
+        self._changed(path)
         return 0
 
 
