@@ -26,6 +26,7 @@ RESOLVE_BENEATH = 0x08
 UTIME_NOW = (1 << 30) - 1
 UTIME_OMIT = (1 << 30) - 2
 _AT_SYMLINK_NOFOLLOW = 0x100
+_AT_FDCWD = -100
 
 
 class _OpenHow(ctypes.Structure):
@@ -281,6 +282,13 @@ class SourceRoot:
     def removexattr(self, rel: str, name: str) -> None:
         with self._entry_path(rel) as path:
             os.removexattr(path, name)
+
+
+def utimens_path(path: str, atime_ns: int, mtime_ns: int) -> None:
+    """utimensat(2) on an absolute path (a ``/proc/self/fd/N`` of a held file), UTIME_NOW/OMIT included."""
+    times = (_Timespec * 2)(_timespec(atime_ns), _timespec(mtime_ns))
+    if _libc.utimensat(_AT_FDCWD, os.fsencode(path), times, 0) != 0:
+        _raise_errno("utimensat")
 
 
 def _timespec(ns: int) -> _Timespec:
