@@ -212,7 +212,7 @@ def session_over(tmp_path: Path, files: dict[str, str], device: FakeDevice) -> I
     try:
         yield session
     finally:
-        session.pool.shutdown(wait=True, cancel_futures=True)
+        session.dispatcher.shutdown()
         stats.close()
         root.close()
 
@@ -267,7 +267,7 @@ def test_forget_gets_no_reply_and_release_does(session: tuple[Session, FakeDevic
 def test_an_interrupted_request_still_queued_answers_eintr(session: tuple[Session, FakeDevice]) -> None:
     sess, device = session
     release = threading.Event()
-    blockers = [sess.pool.submit(release.wait, 10) for _ in range(8)]  # every slow worker busy
+    blockers = [sess.dispatcher.pool.submit(release.wait, 10) for _ in range(8)]  # every slow worker busy
     sess._dispatch(-1, _request(k.LOOKUP, 7, body=b"file.txt@intent=hello\0"))  # '@': goes to the pool
     sess._dispatch(-1, _request(k.INTERRUPT, 8, body=k.U64.pack(7)))
     release.set()
@@ -341,7 +341,7 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
             files.forgotten(node)
         assert not device.backings and files.kept_idle() == 0
     finally:
-        session.pool.shutdown(wait=True)
+        session.dispatcher.shutdown()
         stats.close()
         root.close()
 
@@ -383,7 +383,7 @@ def test_the_standby_answers_while_the_reader_is_stuck_in_one_request(tmp_path: 
             assert time.monotonic() - started < 0.5 and session.standby.rescued == 1
         finally:
             session.stopping.set()
-            session._notices.put(None)
+            session.notifier.stop()
             for writer in (device.main_writer, *device.clone_writers):
                 os.close(writer)
             for thread in threads:

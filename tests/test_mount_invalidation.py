@@ -147,8 +147,8 @@ def test_in_place_a_writer_from_before_the_mount_is_seen_at_once(workspace: Path
 
 # ---- checked on access ------------------------------------------------------------------------
 @contextmanager
-def tiny_watch_limit() -> Iterator[None]:
-    """Room for one more watch (the source root), not for its subdirectories; always restored.
+def tiny_watch_limit(spare: int = 1) -> Iterator[None]:
+    """Room for ``spare`` more watches (1: the source root, not its subdirectories); always restored.
 
     The limit is per user and machine-wide: it is restored as soon as the mount is
     ready (~0.35 s here), so other root processes starting a watch meanwhile are
@@ -157,7 +157,7 @@ def tiny_watch_limit() -> Iterator[None]:
     if os.geteuid() != 0:
         pytest.skip("lowering fs.inotify.max_user_watches needs root")
     saved = WATCH_LIMIT.read_text()
-    WATCH_LIMIT.write_text(str(watches_in_use() + 1))
+    WATCH_LIMIT.write_text(str(watches_in_use() + spare))
     try:
         yield
     finally:

@@ -25,6 +25,7 @@ import itertools
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -436,8 +437,9 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         root = self.root.lstat("")
         ino = virtual_ino(path.rstrip("/"))
-        if node.is_dir:
-            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2)
+        if node.is_dir:  # its listing changes without notice: a new mtime drops the kernel's cached one
+            now = time.time_ns()
+            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
         if node.writable:
             return _synthetic(root, stat.S_IFREG | 0o644, len(node.content or b""), ino)
         if node.live_log:

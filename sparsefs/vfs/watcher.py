@@ -27,9 +27,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from watchdog.events import (
+    EVENT_TYPE_CREATED,
+    EVENT_TYPE_DELETED,
+    EVENT_TYPE_MOVED,
+    DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    FileAttribEvent,
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
@@ -49,9 +54,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sparsefs.watcher")
 CHANGE_EVENTS = [
-    FileModifiedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent,
-    DirCreatedEvent, DirDeletedEvent, DirMovedEvent,
-]
+    FileModifiedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent, FileAttribEvent,
+    DirCreatedEvent, DirDeletedEvent, DirMovedEvent, DirAttribEvent,
+]  # attribute events too: chmod, chown, touch outside must reach the kernel's long-lived attribute cache
+_NAMESPACE = {EVENT_TYPE_CREATED, EVENT_TYPE_DELETED, EVENT_TYPE_MOVED}
 QUEUE_SYSCTL = "/proc/sys/fs/inotify/max_queued_events"
 
 
@@ -61,9 +67,11 @@ class _Handler(FileSystemEventHandler):
         self.on_change = on_change
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        for path in (event.src_path, getattr(event, "dest_path", "")):
-            if path:
-                self._notify(os.fsdecode(path))
+        paths = [os.fsdecode(path) for path in (event.src_path, getattr(event, "dest_path", "")) if path]
+        if event.event_type in _NAMESPACE:  # the directories' listings changed too (the kernel may cache them)
+            paths += [os.path.dirname(path) for path in paths]
+        for path in dict.fromkeys(paths):
+            self._notify(path)
 
     def _notify(self, path: str) -> None:
         rel = os.path.relpath(path, self.root)

@@ -146,6 +146,11 @@ class NodeTable:
                 node = self._by_name.get((node.nodeid, name)) if node is not None else None
         return node
 
+    def by_inode(self, dev: int, ino: int, mode: int) -> Node | None:
+        """The attached node of a non-directory inode, if the kernel knows one (under any name)."""
+        with self._lock:
+            return self._by_inode.get((dev, ino, stat.S_IFMT(mode)))
+
     def entry(self, path: str) -> tuple[int, str] | None:
         """(parent node id, name) of '/a/b' if the kernel knows its parent directory."""
         head, _, name = path.rstrip("/").rpartition("/")
