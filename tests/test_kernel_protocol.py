@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sparsefs.fuse.kernel import files as kernel_files
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import ROOT, NodeTable
 from sparsefs.fuse.kernel.session import Session
@@ -310,7 +311,8 @@ class GrantingDevice(FakeDevice):
         self.backings.remove(backing_id)
 
 
-def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_path: Path) -> None:
+def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "src"
     src.mkdir()
     for index in range(5):
@@ -323,20 +325,30 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
                       device=device)  # type: ignore[arg-type]
     files = session.ops.files
     files.passthrough, files.idle_limit = True, 2
+    monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
     try:
         nodes = [session.ops.nodes.remember(ROOT, f"f{index}", (src / f"f{index}").stat().st_ino)
                  for index in range(5)]
         for node in nodes:
             fh = k.OPEN_OUT.unpack(files.open(node, os.O_RDONLY))[0]
             files.release(fh)
-        assert files.kept_idle() == 2 and len(device.backings) == 2  # the three oldest were let go
-        assert all(node.keeper_fd < 0 and node.backing_id is None for node in nodes[:3])
+        # two keep their fd and backing id, the next one its backing id alone (no fd), the two oldest nothing
+        assert files.kept_idle() == 3 and len(device.backings) == 3
+        assert all(node.keeper_fd < 0 and node.backing_id is None for node in nodes[:2])
+        assert nodes[2].keeper_fd < 0 and nodes[2].backing_id is not None
+        opens = []
+        monkeypatch.setattr(files.core, "open", lambda *args: opens.append(args))
+        fh = k.OPEN_OUT.unpack(files.open(nodes[2], os.O_RDONLY))[0]  # reopened from its backing id alone
+        assert not opens and files.on_open_file(nodes[2], os.fsync)  # fsync goes by path
+        files.release(fh)
+        monkeypatch.undo()
+        monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
         (src / "f4").unlink()  # a kept file's name goes away: its fd keeps answering
         fh = k.OPEN_OUT.unpack(files.open(nodes[4], os.O_RDONLY))[0]
         assert files.with_keeper(nodes[4], os.fstat) is not None
         files.release(fh)
         files.gone_from_tree(nodes[4])
-        assert nodes[4].keeper_fd < 0 and files.kept_idle() == 1
+        assert nodes[4].keeper_fd < 0 and files.kept_idle() == 2
         for node in nodes:
             files.forgotten(node)
         assert not device.backings and files.kept_idle() == 0
