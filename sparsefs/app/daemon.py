@@ -144,7 +144,7 @@ def _guard_config(plan: MountPlan) -> GuardConfig | None:
 def _watch_path(plan: MountPlan, root: SourceRoot) -> str:
     """The source tree to watch; in place, the source path is our own mount: the hidden tree through the fd.
 
-    The trailing ``/.`` matters: watchdog adds its watches with IN_DONT_FOLLOW, which on the bare
+    The trailing ``/.`` matters: watches are added with IN_DONT_FOLLOW, which on the bare
     ``/proc/PID/fd/N`` watched the magic link itself (no event ever came); through ``N/.`` the link is
     followed as a directory component and the watch lands on the hidden directory."""
     return f"/proc/{os.getpid()}/fd/{root.fd}/." if plan.in_place else str(plan.source)
