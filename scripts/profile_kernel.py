@@ -17,20 +17,17 @@ edits in progress are not measured; ``--code worktree`` runs the live tree.
 
 ``--experiment A,B`` changes the backend *in the child only*, to measure an
 idea before anyone implements it; nothing under sparsefs/ is touched:
-  readbuf   read each request into a preallocated per-thread buffer (os.readv) and copy out
-            its bytes, instead of os.read(fd, 1 MiB + 8 KiB), which allocates and frees
-            1 MiB per request (built in since ec812d3: refused there, it would be a no-op)
-  cachedir  OPENDIR replies FOPEN_CACHE_DIR|FOPEN_KEEP_CACHE: the kernel keeps listings, so a
-            warm readdir sends no READDIR/READDIRPLUS (invalidation on source changes would then
-            be the backend's job — not handled by this experiment)
   noplus    INIT without DO_READDIRPLUS/READDIRPLUS_AUTO: listings are plain READDIR (names only),
             attributes come from LOOKUP/GETATTR and stay cached for the entry/attr timeout
+(``readbuf`` and ``cachedir`` are built in now: refused.) ``--cprofile FILE`` writes the
+reader threads' cProfile stats (``python -m pstats FILE``) when the mount ends.
 Needs root.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shlex
@@ -41,6 +38,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fuse import BENCH_ROOT, code_version, use_snapshot
@@ -77,18 +75,19 @@ for label, body in tests:
 
 
 # ---------------------------------------------------------------- child ---------
-def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | None, watch: bool) -> int:
+def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | None, watch: bool,
+          cprofile: str | None = None) -> int:
     from sparsefs.app.daemon import MountPlan, run
+    from sparsefs.fuse.kernel import dispatch
     from sparsefs.fuse.kernel import proto as k
     from sparsefs.fuse.kernel import session as fuse_kernel
-    from sparsefs.fuse.kernel.dirs import DirectoryOps
 
     names = {getattr(k, n): n for n in OPNAMES if hasattr(k, n)}
     lock = threading.Lock()
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    original = fuse_kernel.Session._answer
+    original = dispatch.Dispatcher.answer
 
-    def answer(self: fuse_kernel.Session, fd: int, request: k.Request) -> None:
+    def answer(self: dispatch.Dispatcher, fd: int, request: k.Request) -> None:
         start = time.perf_counter_ns()
         original(self, fd, request)
         spent = time.perf_counter_ns() - start
@@ -97,41 +96,18 @@ def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | N
             entry[0] += 1
             entry[1] += spent
 
-    fuse_kernel.Session._answer = answer  # type: ignore[method-assign]
+    dispatch.Dispatcher.answer = answer  # type: ignore[method-assign]
+    if cprofile:
+        profile_readers(fuse_kernel, cprofile)
 
     experiments = set(filter(None, (experiment or "").split(",")))
-    if "cachedir" in experiments:
-        plain_opendir = DirectoryOps.opendir
-
-        def opendir(self: DirectoryOps, request: k.Request) -> bytes:
-            fh, _, backing = k.OPEN_OUT.unpack(plain_opendir(self, request))
-            return k.OPEN_OUT.pack(fh, FOPEN_CACHE_DIR | k.FOPEN_KEEP_CACHE, backing)
-
-        DirectoryOps.opendir = opendir  # type: ignore[method-assign]
-    if "readbuf" in experiments:
-        if hasattr(fuse_kernel.Session, "_read_into"):
-            raise SystemExit("experiment readbuf: the backend already reads into a reused buffer (ec812d3)")
-        local = threading.local()
-        retry = fuse_kernel._RETRY
-
-        def read_request(self: fuse_kernel.Session, fd: int) -> bytes:
-            buf = getattr(local, "buf", None)
-            if buf is None:
-                buf = local.buf = bytearray(fuse_kernel.BUFFER_SIZE)
-                local.view = memoryview(buf)
-            while True:
-                try:
-                    n = os.readv(fd, [buf])
-                except OSError as err:
-                    if err.errno not in retry:
-                        raise
-                    continue
-                return bytes(local.view[:n])
-
-        fuse_kernel.Session._read_request = read_request  # type: ignore[method-assign]
+    built_in = experiments & {"cachedir", "readbuf"}
+    if built_in:
+        raise SystemExit(f"experiment {built_in}: built in now (issue 19: listings cached without OPENDIR; "
+                         "ec812d3: requests read into a reused buffer)")
     if "noplus" in experiments:
         fuse_kernel.WANTED &= ~(k.DO_READDIRPLUS | k.READDIRPLUS_AUTO)
-    unknown = experiments - {"cachedir", "readbuf", "noplus"}
+    unknown = experiments - {"noplus"}
     if unknown:
         raise SystemExit(f"unknown experiment {unknown}")
 
@@ -148,6 +124,32 @@ def serve(src: str, mnt: str, stats_file: str, readers: int, experiment: str | N
     state.mkdir(exist_ok=True)
     plan = MountPlan(Path(src), Path(mnt), state, watch=watch, backend="kernel", readers=readers)
     return run(plan)  # the daemon's own run(): the patches above live on the classes it uses
+
+
+def profile_readers(fuse_kernel: Any, out: str) -> None:
+    """cProfile every reader thread (where plain requests are answered); the stats go to ``out`` at exit."""
+    import cProfile
+
+    profiles: list[cProfile.Profile] = []
+    plain = fuse_kernel.Session._reader
+
+    def reader(self: Any, fd: int) -> None:
+        profile = cProfile.Profile()
+        profiles.append(profile)
+        profile.runcall(plain, self, fd)
+
+    fuse_kernel.Session._reader = reader
+
+    def save() -> None:
+        import pstats
+
+        if profiles:
+            merged = pstats.Stats(profiles[0])
+            for extra in profiles[1:]:
+                merged.add(extra)
+            merged.dump_stats(out)
+
+    atexit.register(save)
 
 
 # ---------------------------------------------------------------- parent --------
@@ -199,7 +201,8 @@ def main() -> int:
     parser.add_argument("--native", action="store_true", help="with --open-loop: also run the loop on SRC/--cwd")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--readers", type=int, default=1)
-    parser.add_argument("--experiment", help="comma list: readbuf, cachedir, noplus")
+    parser.add_argument("--experiment", help="comma list: noplus")
+    parser.add_argument("--cprofile", help="write the reader threads' cProfile stats to this file at unmount")
     parser.add_argument("--no-watch", action="store_true")
     parser.add_argument("--code", default="HEAD",
                         help="git revision whose sparsefs/readers/gate the daemon runs (snapshot; default HEAD), "
@@ -209,7 +212,7 @@ def main() -> int:
     args = parser.parse_args()
     src, mnt = os.path.abspath(args.src), os.path.abspath(args.mnt)
     if args.serve:
-        return serve(src, mnt, args.stats_file, args.readers, args.experiment, not args.no_watch)
+        return serve(src, mnt, args.stats_file, args.readers, args.experiment, not args.no_watch, args.cprofile)
     if args.open_loop:
         args.cmd = shlex.join([str(VENV_PY), "-c", OPEN_LOOP])
     if args.open_loop and args.native:
@@ -231,6 +234,8 @@ def main() -> int:
         child_cmd += ["--experiment", args.experiment]
     if args.no_watch:
         child_cmd.append("--no-watch")
+    if args.cprofile:
+        child_cmd += ["--cprofile", os.path.abspath(args.cprofile)]
     with open(work / "daemon.log", "wb") as log:
         child = subprocess.Popen(child_cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                  start_new_session=True, cwd=REPO)

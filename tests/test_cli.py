@@ -64,8 +64,9 @@ def test_umount_of_something_not_mounted(tmp_path: Path) -> None:
 def test_doctor_reports_each_check() -> None:
     result = run_cli("doctor")
     assert result.returncode == 0, result.stdout
-    for name in ("/dev/fuse", "libfuse3", "fusermount3", "permissions", "mfusepy", "backend"):
+    for name in ("/dev/fuse", "libfuse3", "fusermount3", "permissions", "mfusepy", "backend", "watchers on a mount"):
         assert f"] {name}:" in result.stdout
+    assert "tail -f -s" in result.stdout  # what the kernel does not allow is said, with what to do instead
 
 
 def test_every_command_is_documented_in_help_and_readme() -> None:

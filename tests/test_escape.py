@@ -282,6 +282,11 @@ OPERATIONS: dict[str, Callable[[SourceRoot], object]] = {
     "truncate": lambda r: r.truncate("d/f", 0),
     "truncate final link": lambda r: r.truncate("abs_link", 0),
     "access": lambda r: r.access("d/f", os.R_OK),
+    "getxattr": lambda r: r.getxattr("d/f", "user.x"),
+    "listxattr": lambda r: r.listxattr("d/f"),
+    "setxattr": lambda r: r.setxattr("d/f", "user.x", b"1", 0),
+    "setxattr final link": lambda r: r.setxattr("abs_link", "user.x", b"1", 0),
+    "removexattr": lambda r: r.removexattr("d/f", "user.x"),
 }
 
 
@@ -305,6 +310,36 @@ def test_dotdot_is_refused_before_any_lookup(swapped: tuple[SourceRoot, Path]) -
     with pytest.raises(OSError) as beneath:
         swapped[0].open_file("notes.txt/../../outside/f", os.O_RDONLY)
     assert beneath.value.errno in (errno.EXDEV, errno.ENOTDIR)
+
+
+def test_a_path_longer_than_path_max_from_the_root_is_resolved_in_confined_pieces(tmp_path: Path) -> None:
+    """A caller near PATH_MAX relative to its cwd is past it relative to the root (pjdfstest */03.t)."""
+    src, outside = tmp_path / "src", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("outside\n")
+    root = SourceRoot.open(str(_mkdir(src)))
+    try:
+        rel = "/".join(["d" * 120] * 40)  # 4,839 bytes
+        for depth in range(1, 41):
+            root.mkdir("/".join(["d" * 120] * depth), 0o755)
+        fd = root.open_regular(rel + "/file", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.close(fd)
+        root.chmod(rel + "/file", 0o600)
+        assert root.lstat(rel + "/file").st_mode & 0o777 == 0o600
+        assert [name for name, _, _ in root.scandir(rel)[1]] == ["file"]
+        deep = rel[: 121 * 35 - 1]  # past the first piece: the link is met by a later, confined piece
+        root.symlink(str(outside), deep + "/out")  # made through the root: natively too long a path
+        for path in (deep + "/out/f", deep + "/out/" + "/".join(["e" * 200] * 10) + "/f"):
+            with pytest.raises(OSError) as raised:
+                root.open_file(path, os.O_RDONLY)
+            assert raised.value.errno == errno.EXDEV, path
+    finally:
+        root.close()
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
 
 
 def _snapshot(top: Path) -> dict[str, tuple[int, int, int, bytes]]:

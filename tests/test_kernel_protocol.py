@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sparsefs.fuse.kernel import files as kernel_files
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import ROOT, NodeTable
 from sparsefs.fuse.kernel.session import Session
@@ -142,6 +143,29 @@ def test_unlink_detaches_and_children_of_a_detached_directory_have_no_path() -> 
     assert nodes.child_path(folder.nodeid, "x") is None
 
 
+def test_hard_links_share_one_node_and_keep_it_while_a_name_is_left() -> None:
+    nodes = NodeTable(root_ino=2)
+    reg, folder = stat.S_IFREG | 0o644, nodes.remember(ROOT, "d", ino=5, dev=1, mode=stat.S_IFDIR | 0o755)
+    a = nodes.remember(ROOT, "a", ino=10, dev=1, mode=reg, nlink=1)
+    b = nodes.remember(folder.nodeid, "b", ino=10, dev=1, mode=reg, nlink=2)  # `ln a d/b`
+    c = nodes.remember(ROOT, "c", ino=10, dev=1, mode=reg, nlink=3)
+    assert a is b is c and a.nlookup == 3
+    assert nodes.find("/d/b") is a and nodes.path(a.nodeid) == "/a"
+    assert nodes.remember(ROOT, "x", ino=10, dev=2, mode=reg, nlink=2) is not a  # another device
+    assert nodes.detach(ROOT, "a") is a and nodes.path(a.nodeid) in ("/d/b", "/c")  # another name leads
+    nodes.rename(ROOT, "c", ROOT, "c2")
+    assert nodes.find("/c2") is a and nodes.find("/c") is None
+    nodes.rename(ROOT, "c2", folder.nodeid, "b")  # two names of one inode: rename(2) changes nothing
+    assert nodes.find("/c2") is a and nodes.find("/d/b") is a
+    nodes.detach(folder.nodeid, "b")
+    nodes.detach(ROOT, "c2")
+    assert a.parent == 0 and nodes.path(a.nodeid) is None
+    assert nodes.remember(ROOT, "a", ino=10, dev=1, mode=reg, nlink=2) is not a  # a detached node is never reused
+    assert nodes.forget(a.nodeid, 3) is a
+    same_dir = nodes.remember(ROOT, "d2", ino=5, dev=1, mode=stat.S_IFDIR | 0o755, nlink=2)
+    assert same_dir is not folder  # directories are never shared
+
+
 def test_the_root_is_never_forgotten() -> None:
     nodes = NodeTable(root_ino=2)
     assert nodes.forget(ROOT, 100) is None and nodes.path(ROOT) == "/"
@@ -189,7 +213,7 @@ def session_over(tmp_path: Path, files: dict[str, str], device: FakeDevice) -> I
     try:
         yield session
     finally:
-        session.pool.shutdown(wait=True, cancel_futures=True)
+        session.dispatcher.shutdown()
         stats.close()
         root.close()
 
@@ -225,7 +249,7 @@ def test_a_bug_in_one_request_answers_eio_and_the_next_request_works(
     sess, device = session
     sess._dispatch(-1, _request(k.GETATTR, 1, nodeid=424242, body=k.GETATTR_IN.pack(0, 0, 0)))  # unknown node
     sess._dispatch(-1, _request(k.LOOKUP, 2, body=b"no terminator"))  # malformed
-    sess._dispatch(-1, _request(k.GETXATTR, 3))  # not implemented
+    sess._dispatch(-1, _request(k.GETLK, 3))  # not implemented
     sess._dispatch(-1, _request(k.LOOKUP, 4, body=b"file.txt\0"))
     assert device.replies() == {1: errno.EIO, 2: errno.EIO, 3: errno.ENOSYS, 4: 0}
     assert "internal error" in caplog.text
@@ -244,7 +268,7 @@ def test_forget_gets_no_reply_and_release_does(session: tuple[Session, FakeDevic
 def test_an_interrupted_request_still_queued_answers_eintr(session: tuple[Session, FakeDevice]) -> None:
     sess, device = session
     release = threading.Event()
-    blockers = [sess.pool.submit(release.wait, 10) for _ in range(8)]  # every slow worker busy
+    blockers = [sess.dispatcher.pool.submit(release.wait, 10) for _ in range(8)]  # every slow worker busy
     sess._dispatch(-1, _request(k.LOOKUP, 7, body=b"file.txt@intent=hello\0"))  # '@': goes to the pool
     sess._dispatch(-1, _request(k.INTERRUPT, 8, body=k.U64.pack(7)))
     release.set()
@@ -287,7 +311,8 @@ class GrantingDevice(FakeDevice):
         self.backings.remove(backing_id)
 
 
-def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_path: Path) -> None:
+def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "src"
     src.mkdir()
     for index in range(5):
@@ -300,25 +325,35 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
                       device=device)  # type: ignore[arg-type]
     files = session.ops.files
     files.passthrough, files.idle_limit = True, 2
+    monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
     try:
         nodes = [session.ops.nodes.remember(ROOT, f"f{index}", (src / f"f{index}").stat().st_ino)
                  for index in range(5)]
         for node in nodes:
             fh = k.OPEN_OUT.unpack(files.open(node, os.O_RDONLY))[0]
             files.release(fh)
-        assert files.kept_idle() == 2 and len(device.backings) == 2  # the three oldest were let go
-        assert all(node.keeper_fd < 0 and node.backing_id is None for node in nodes[:3])
+        # two keep their fd and backing id, the next one its backing id alone (no fd), the two oldest nothing
+        assert files.kept_idle() == 3 and len(device.backings) == 3
+        assert all(node.keeper_fd < 0 and node.backing_id is None for node in nodes[:2])
+        assert nodes[2].keeper_fd < 0 and nodes[2].backing_id is not None
+        opens = []
+        monkeypatch.setattr(files.core, "open", lambda *args: opens.append(args))
+        fh = k.OPEN_OUT.unpack(files.open(nodes[2], os.O_RDONLY))[0]  # reopened from its backing id alone
+        assert not opens and files.on_open_file(nodes[2], os.fsync)  # fsync goes by path
+        files.release(fh)
+        monkeypatch.undo()
+        monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
         (src / "f4").unlink()  # a kept file's name goes away: its fd keeps answering
         fh = k.OPEN_OUT.unpack(files.open(nodes[4], os.O_RDONLY))[0]
         assert files.with_keeper(nodes[4], os.fstat) is not None
         files.release(fh)
         files.gone_from_tree(nodes[4])
-        assert nodes[4].keeper_fd < 0 and files.kept_idle() == 1
+        assert nodes[4].keeper_fd < 0 and files.kept_idle() == 2
         for node in nodes:
             files.forgotten(node)
         assert not device.backings and files.kept_idle() == 0
     finally:
-        session.pool.shutdown(wait=True)
+        session.dispatcher.shutdown()
         stats.close()
         root.close()
 
@@ -360,7 +395,7 @@ def test_the_standby_answers_while_the_reader_is_stuck_in_one_request(tmp_path: 
             assert time.monotonic() - started < 0.5 and session.standby.rescued == 1
         finally:
             session.stopping.set()
-            session._notices.put(None)
+            session.notifier.stop()
             for writer in (device.main_writer, *device.clone_writers):
                 os.close(writer)
             for thread in threads:

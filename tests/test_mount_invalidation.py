@@ -99,10 +99,56 @@ def test_write_through_an_in_place_mount_reaches_the_next_pack(in_place: Mount) 
     assert "51.0 million" in json.dumps(after["evidence"])
 
 
+WRITER = """
+import os, sys
+os.chdir(sys.argv[1])  # before the mount: from now on relative paths reach the hidden directory
+print("ready", flush=True)
+for n, _ in enumerate(sys.stdin):
+    with open("live.log", "a") as f:
+        f.write(f"line {n}\\n")
+    print("written", flush=True)
+"""
+
+
+def test_in_place_a_writer_from_before_the_mount_is_seen_at_once(workspace: Path, tmp_path: Path,
+                                                                  backend: str) -> None:
+    """The watcher sees the hidden tree (it once watched the /proc magic link itself and saw nothing):
+    stat and an open reader through the mount see each line within the watcher's latency."""
+    (workspace / "live.log").write_text("")
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(workspace)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdin is not None
+    assert writer.stdout.readline().strip() == "ready"
+    mount = mountutil.start(workspace, None, tmp_path / "state", backend=backend)
+    late = []
+    try:
+        log = mount.mountpoint / "live.log"
+        with open(log) as reader:
+            seen = [reader.read()]
+
+            def caught_up(expected: str) -> bool:
+                seen.append(reader.read())
+                return "".join(seen) == expected
+
+            for n in range(10):
+                writer.stdin.write("go\n")
+                writer.stdin.flush()
+                assert writer.stdout.readline().strip() == "written"
+                expected = "".join(f"line {i}\n" for i in range(n + 1))
+                size = seconds_until(lambda: os.stat(log).st_size == len(expected), timeout=2.0)  # noqa: B023
+                fresh = seconds_until(lambda: caught_up(expected), timeout=2.0)  # noqa: B023
+                late += [] if size is not None and fresh is not None and max(size, fresh) < 0.5 else [(n, size, fresh)]
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=10)
+        mountutil.stop(mount)
+    assert not late, f"lines seen late or never (line, stat s, read s): {late}"
+
+
 # ---- checked on access ------------------------------------------------------------------------
 @contextmanager
-def tiny_watch_limit() -> Iterator[None]:
-    """Room for one more watch (the source root), not for its subdirectories; always restored.
+def tiny_watch_limit(spare: int = 1) -> Iterator[None]:
+    """Room for ``spare`` more watches (1: the source root, not its subdirectories); always restored.
 
     The limit is per user and machine-wide: it is restored as soon as the mount is
     ready (~0.35 s here), so other root processes starting a watch meanwhile are
@@ -111,7 +157,7 @@ def tiny_watch_limit() -> Iterator[None]:
     if os.geteuid() != 0:
         pytest.skip("lowering fs.inotify.max_user_watches needs root")
     saved = WATCH_LIMIT.read_text()
-    WATCH_LIMIT.write_text(str(watches_in_use() + 1))
+    WATCH_LIMIT.write_text(str(watches_in_use() + spare))
     try:
         yield
     finally:

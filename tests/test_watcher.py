@@ -13,13 +13,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD
 
 from sparsefs.app import doctor
 from sparsefs.source import freshness
 from sparsefs.source.freshness import Freshness
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.stats import Stats
+from sparsefs.vfs import watcher as watcher_module
 from sparsefs.vfs.core import Core
 from sparsefs.vfs.watcher import SourceWatcher, watch_source
 from tests.mountutil import wait_for
@@ -189,6 +189,32 @@ def test_watching_covers_every_directory_and_reports_changes_fast(core: tuple[Co
     assert recorder.event.wait(1.0) and wait_for(lambda: "d/e/g.txt" in recorder.changes, timeout=1)
 
 
+def test_the_watcher_follows_directories_and_reports_names_with_their_directory(tree: Path, tmp_path: Path) -> None:
+    changes: list[str] = []
+    watcher = SourceWatcher(str(tree), changes.append)
+    watcher.start()
+    try:
+        (tree / "a" / "new.txt").write_text("x")
+        assert wait_for(lambda: {"a/new.txt", "a"} <= set(changes), timeout=2)  # the listing of 'a' changed
+        os.chmod(tree / "d", 0o700)
+        assert wait_for(lambda: "d" in changes, timeout=2)  # attributes too
+        os.rename(tree / "a", tree / "z")  # a directory moved within the tree keeps its watches, renamed
+        assert wait_for(lambda: {"a", "z", ""} <= set(changes), timeout=2) and watcher.watches() == len(DIRS)
+        changes.clear()
+        (tree / "z" / "b" / "c" / "g.txt").write_text("g")
+        assert wait_for(lambda: "z/b/c/g.txt" in changes, timeout=2)
+        os.rename(tree / "z", tmp_path / "away")  # moved out: its three watches are given back
+        assert wait_for(lambda: watcher.watches() == len(DIRS) - 3, timeout=2)
+        (tree / "n" / "m").mkdir(parents=True)  # new directories, and what they already hold, are watched
+        assert wait_for(lambda: watcher.watches() == len(DIRS) - 1, timeout=2)
+        changes.clear()
+        (tree / "n" / "m" / "h.txt").write_text("h")
+        assert wait_for(lambda: "n/m/h.txt" in changes, timeout=2)
+    finally:
+        watcher.stop()
+        watcher.stop()  # twice is harmless
+
+
 def test_no_watch_means_checked_on_access(core: tuple[Core, Recorder], tree: Path) -> None:
     made, _ = core
     watch_source(made, str(tree), enabled=False)
@@ -197,20 +223,20 @@ def test_no_watch_means_checked_on_access(core: tuple[Core, Recorder], tree: Pat
 
 
 def _failing_for(name: bytes) -> object:
-    original = InotifyFD.add_callback
+    original = watcher_module._add_watch
 
-    def add_callback(self: InotifyFD, path: bytes, *args: object) -> object:
+    def add_watch(fd: int, path: bytes, mask: int) -> int:
         if path.endswith(name):
             raise OSError(errno.ENOSPC, "inotify watch limit reached")
-        return original(self, path, *args)
+        return original(fd, path, mask)
 
-    return add_callback
+    return add_watch
 
 
 def test_a_subdirectory_that_cannot_be_watched_means_on_access(core: tuple[Core, Recorder], tree: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     made, _ = core
-    monkeypatch.setattr(InotifyFD, "add_callback", _failing_for(b"/a/b/c"))  # watchdog alone would skip it
+    monkeypatch.setattr(watcher_module, "_add_watch", _failing_for(b"/a/b/c"))
     guard = watch_source(made, str(tree), enabled=True)
     state = made.stats.snapshot()["watcher"]
     assert state["mode"] == "on-access" and "max_user_watches" in state["reason"] and "'a/b/c'" in state["reason"]
@@ -221,7 +247,7 @@ def test_a_subdirectory_that_cannot_be_watched_means_on_access(core: tuple[Core,
 def test_a_late_directory_that_cannot_be_watched_switches_and_unwatches(
         core: tuple[Core, Recorder], tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made, recorder = core
-    monkeypatch.setattr(InotifyFD, "add_callback", _failing_for(b"/late"))
+    monkeypatch.setattr(watcher_module, "_add_watch", _failing_for(b"/late"))
     before = {t.ident for t in threading.enumerate()}
     guard = watch_source(made, str(tree), enabled=True)
     assert guard.mode == "inotify"
@@ -240,7 +266,7 @@ def test_lost_events_switch_to_on_access(tree: Path) -> None:
     watcher = SourceWatcher(str(tree), lambda rel: None, troubles.append)
     watcher.start()
     try:
-        watcher._inotify.handle_event(InotifyEvent(-1, InotifyConstants.IN_Q_OVERFLOW, 0, b""))
+        watcher._process(watcher_module._EVENT.pack(-1, watcher_module.IN_Q_OVERFLOW, 0, 0))
     finally:
         watcher.stop()
     assert len(troubles) == 1 and "overflowed" in troubles[0]

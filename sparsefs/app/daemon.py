@@ -157,8 +157,12 @@ def _guard_config(plan: MountPlan) -> GuardConfig | None:
 
 
 def _watch_path(plan: MountPlan, root: SourceRoot) -> str:
-    """The source tree to watch; in place, the source path is our own mount: the hidden tree through the fd."""
-    return f"/proc/{os.getpid()}/fd/{root.fd}" if plan.in_place else str(plan.source)
+    """The source tree to watch; in place, the source path is our own mount: the hidden tree through the fd.
+
+    The trailing ``/.`` matters: watches are added with IN_DONT_FOLLOW, which on the bare
+    ``/proc/PID/fd/N`` watched the magic link itself (no event ever came); through ``N/.`` the link is
+    followed as a directory component and the watch lands on the hidden directory."""
+    return f"/proc/{os.getpid()}/fd/{root.fd}/." if plan.in_place else str(plan.source)
 
 
 def configure_logging(verbose: bool) -> None:

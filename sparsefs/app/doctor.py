@@ -216,6 +216,17 @@ def _fix_for(reason: str, watcher: dict[str, Any]) -> str:
             "until then every open stats the source file once")
 
 
+def check_watchers_on_mounts() -> Check:
+    """What inotify on a FUSE mount can see: stated, because every watcher tool assumes more (issue 18)."""
+    return Check("watchers on a mount", True,
+                 "inotify/fanotify watchers on a SparseFS mount see changes made through the mount only; a "
+                 "change made to the source elsewhere (mirror: any writer of the source directory; in place: "
+                 "a process that held the directory before mounting) reaches reads at once but raises no event "
+                 "on the mount (Linux has no fsnotify for FUSE servers)",
+                 "watch the source directory itself (mirror mode), or poll; tail -f polls a FUSE file once a "
+                 "second: tail -f -s 0.2 FILE", required=False)
+
+
 def check_dense() -> Check:
     """The optional dense-retrieval extra: without it, hybrid is not an eligible configuration."""
     from readers.retrieval import dense
@@ -228,7 +239,7 @@ def check_dense() -> Check:
 
 
 CHECKS = (check_dev_fuse, check_libfuse, check_fusermount, check_permissions, check_allow_other,
-          check_binding, check_backend, check_inotify, check_dense)
+          check_binding, check_backend, check_inotify, check_watchers_on_mounts, check_dense)
 
 
 def run_checks(out: TextIO, cache: str | None = None) -> int:

@@ -85,6 +85,12 @@ class Freshness:
         self._trust_unseen = True
         self._lock = threading.Lock()
         self._stoppers: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], None]] = []
+
+    def listen(self, on_unwatched: Callable[[], None]) -> None:
+        """Call ``on_unwatched()`` when a watched mount switches to on-access checking (the kernel backend
+        then drops the long-lived caches nothing would invalidate any more)."""
+        self._listeners.append(on_unwatched)
 
     @property
     def on_access(self) -> bool:
@@ -113,6 +119,9 @@ class Freshness:
             log.info("source changes are checked on access: %s", reason)
         else:
             log.warning("source changes are now checked on each open, not watched: %s", reason)
+        if was_watching:
+            for listener in self._listeners:
+                listener()
         return True
 
     def check_open(self, rel: str) -> None:

@@ -26,6 +26,8 @@ RESOLVE_BENEATH = 0x08
 UTIME_NOW = (1 << 30) - 1
 UTIME_OMIT = (1 << 30) - 2
 _AT_SYMLINK_NOFOLLOW = 0x100
+_AT_FDCWD = -100
+_ONE_CALL = 4000  # bytes a relative path may have for one *at() call (PATH_MAX is 4096 with the NUL)
 
 
 class _OpenHow(ctypes.Structure):
@@ -109,11 +111,37 @@ class SourceRoot:
         if not head:
             yield self.fd, name
             return
-        dirfd = openat2(self.fd, head, os.O_PATH | os.O_DIRECTORY)
+        with self.near(head) as (base, rest):
+            dirfd = openat2(base, rest, os.O_PATH | os.O_DIRECTORY)
         try:
             yield dirfd, name
         finally:
             os.close(dirfd)
+
+    @contextmanager
+    def near(self, rel: str) -> Iterator[tuple[int, str]]:
+        """(a directory fd, the rest of ``rel``), the rest short enough for one system call.
+
+        A path a caller built relative to its own working directory may be close to PATH_MAX
+        there; relative to the source root it can be longer (the mount's own prefix, or a cwd deep
+        in it). Such a path is resolved a piece at a time, each piece with RESOLVE_BENEATH under
+        the directory the previous one reached, so it stays confined beneath the root.
+        """
+        if len(rel) * 4 < _ONE_CALL or len(os.fsencode(rel)) < _ONE_CALL:
+            yield self.fd, rel
+            return
+        fds: list[int] = []
+        try:
+            base, parts = self.fd, rel.split("/")
+            while len(os.fsencode("/".join(parts))) >= _ONE_CALL:
+                piece = _leading_piece(parts)
+                base = openat2(base, "/".join(parts[:piece]), os.O_PATH | os.O_DIRECTORY)
+                fds.append(base)
+                parts = parts[piece:]
+            yield base, "/".join(parts)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def lstat(self, rel: str) -> os.stat_result:
         """stat without following a final symlink; the hot path of every lookup."""
@@ -121,7 +149,8 @@ class SourceRoot:
             return os.fstat(self.fd)
         if "/" not in rel:
             return os.stat(rel, dir_fd=self.fd, follow_symlinks=False)
-        fd = openat2(self.fd, rel, os.O_PATH | os.O_NOFOLLOW)
+        with self.near(rel) as (base, rest):
+            fd = openat2(base, rest, os.O_PATH | os.O_NOFOLLOW)
         try:
             return os.fstat(fd)
         finally:
@@ -135,7 +164,8 @@ class SourceRoot:
         return True
 
     def open_file(self, rel: str, flags: int, mode: int = 0) -> int:
-        return openat2(self.fd, rel or ".", flags, mode)
+        with self.near(rel) as (base, rest):
+            return openat2(base, rest or ".", flags, mode)
 
     def scandir(self, rel: str) -> tuple[int, list[tuple[str, int, int]]]:
         """The directory's own inode, and (name, file-type bits, inode) for each entry."""
@@ -252,6 +282,52 @@ class SourceRoot:
 
     def statvfs(self) -> os.statvfs_result:
         return os.statvfs(self.fd)
+
+    # ---- extended attributes: through an O_PATH fd of the entry itself, never a symlink's target ----
+    @contextmanager
+    def _entry_path(self, rel: str) -> Iterator[str]:
+        """``/proc/self/fd/N`` of a confined O_PATH fd on ``rel`` (a final symlink: the link itself).
+
+        Following that magic link reaches the entry the fd holds and stops there, so the ``*xattr``
+        calls below act on the confined entry, symlinks included, as ``l*xattr`` would."""
+        fd = self.open_file(rel, os.O_PATH | os.O_NOFOLLOW)
+        try:
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+
+    def getxattr(self, rel: str, name: str) -> bytes:
+        with self._entry_path(rel) as path:
+            return os.getxattr(path, name)
+
+    def listxattr(self, rel: str) -> list[str]:
+        with self._entry_path(rel) as path:
+            return os.listxattr(path)
+
+    def setxattr(self, rel: str, name: str, value: bytes, flags: int) -> None:
+        with self._entry_path(rel) as path:
+            os.setxattr(path, name, value, flags)
+
+    def removexattr(self, rel: str, name: str) -> None:
+        with self._entry_path(rel) as path:
+            os.removexattr(path, name)
+
+
+def utimens_path(path: str, atime_ns: int, mtime_ns: int) -> None:
+    """utimensat(2) on an absolute path (a ``/proc/self/fd/N`` of a held file), UTIME_NOW/OMIT included."""
+    times = (_Timespec * 2)(_timespec(atime_ns), _timespec(mtime_ns))
+    if _libc.utimensat(_AT_FDCWD, os.fsencode(path), times, 0) != 0:
+        _raise_errno("utimensat")
+
+
+def _leading_piece(parts: list[str]) -> int:
+    """How many leading components of ``parts`` fit in one system call (at least one)."""
+    size = 0
+    for count, part in enumerate(parts):
+        size += len(os.fsencode(part)) + 1
+        if size >= _ONE_CALL:
+            return max(count, 1)
+    return len(parts)
 
 
 def _timespec(ns: int) -> _Timespec:

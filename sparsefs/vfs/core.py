@@ -25,6 +25,7 @@ import itertools
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -150,16 +151,19 @@ class Core:
         return handle.stat() if handle is not None else self.evidence.stat(rel)
 
     def readdir(self, path: str) -> list[tuple[str, int, int]]:
-        """(name, file-type bits, inode) for '.', '..' and each entry; inodes are never 0."""
+        """(name, file-type bits, inode) for '.', '..' and each entry; inodes are never 0.
+
+        The control tree is reachable by name but never listed (like ZFS's ``.zfs``): otherwise
+        ``git add -A``, ``grep -r``, tar and rsync would pick it up. A source ``.sparsefs`` at the
+        root is hidden too, since its name leads to the control tree."""
         if _is_control(path):
             return self._control_entries(path)
         rel = relative(path)
         here, listing = self.root.scandir(rel)
         up = self.root.lstat(rel.rpartition("/")[0]).st_ino if rel else here
-        entries = [(".", stat.S_IFDIR, here), ("..", stat.S_IFDIR, up), *listing]
-        if path == "/" and not any(name == CONTROL_DIR for name, _, _ in entries):
-            entries.append((CONTROL_DIR, stat.S_IFDIR, virtual_ino(_CONTROL_PREFIX)))
-        return entries
+        if not rel:
+            listing = [entry for entry in listing if entry[0] != CONTROL_DIR]
+        return [(".", stat.S_IFDIR, here), ("..", stat.S_IFDIR, up), *listing]
 
     def _control_entries(self, path: str) -> list[tuple[str, int, int]]:
         sub = _control_sub(path)
@@ -173,9 +177,13 @@ class Core:
         return self.root.readlink(self._writable_rel(path))
 
     def statfs(self, path: str) -> dict[str, int]:
+        """The source's numbers, its name limit included: tools that trust pathconf(NAME_MAX) must not
+        create names the source refuses. Virtual names have their own, longer limit
+        (``MAX_VIRTUAL_NAME_BYTES``, the kernel's FUSE name limit), documented in SEMANTICS.md."""
         sv = self.root.statvfs()
-        keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail")
-        return {key: getattr(sv, key) for key in keys} | {"f_namemax": 1024}
+        keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail",
+                "f_namemax")
+        return {key: getattr(sv, key) for key in keys}
 
     def access(self, path: str, mode: int) -> None:
         if _is_control(path) or self._is_virtual(path):
@@ -183,6 +191,28 @@ class Core:
                 raise OSError(errno.EROFS, "generated files are read-only")
             return
         self.root.access(relative(path), mode)
+
+    # ---- extended attributes: the source's, confined like every path; generated files have none ----
+    def getxattr(self, path: str, name: str) -> bytes:
+        if self._generated_path(path):
+            raise OSError(errno.ENODATA, "generated files have no extended attributes")
+        return self.root.getxattr(relative(path), name)
+
+    def listxattr(self, path: str) -> list[str]:
+        return [] if self._generated_path(path) else self.root.listxattr(relative(path))
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int) -> None:
+        if self._generated_path(path):
+            raise OSError(errno.EROFS, "generated files are read-only")
+        self.root.setxattr(relative(path), name, value, flags)
+
+    def removexattr(self, path: str, name: str) -> None:
+        if self._generated_path(path):
+            raise OSError(errno.EROFS, "generated files are read-only")
+        self.root.removexattr(relative(path), name)
+
+    def _generated_path(self, path: str) -> bool:
+        return _is_control(path) or self._is_virtual(path)
 
     # ---- open / read / write ------------------------------------------------
     def open(self, path: str, flags: int) -> OpenResult:
@@ -407,8 +437,9 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         root = self.root.lstat("")
         ino = virtual_ino(path.rstrip("/"))
-        if node.is_dir:
-            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2)
+        if node.is_dir:  # its listing changes without notice: a new mtime drops the kernel's cached one
+            now = time.time_ns()
+            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
         if node.writable:
             return _synthetic(root, stat.S_IFREG | 0o644, len(node.content or b""), ino)
         if node.live_log:

@@ -16,6 +16,14 @@ caller's flags, so a refusal (EROFS, ETXTBSY, EACCES, a name that is no longer
 a regular file) reaches the caller as itself. A read-only reopen of a kept
 file makes no system call at all.
 
+Idle files are kept in two tiers: with their keeper fd, up to half the fd
+limit (which a container may hold at 20,000), then with their backing id only
+(up to ``BACKED_LIMIT``; it costs no fd). A tree larger than the fd budget
+(``grep -r`` over 18,000 files) would otherwise evict every file before its
+next read and pay an open, a BACKING_OPEN and their undoing each time. A file
+kept by backing id alone is reopened read-only from that id; what needs the
+file itself (``fstat`` of an open file, ``fsync``) then goes by its path.
+
 Generated files (packs, control files), and files for which the kernel refused
 passthrough, are core handles answered with READ replies. A node never mixes
 the two kinds (the kernel forbids it).
@@ -43,6 +51,7 @@ log = logging.getLogger("sparsefs.kernel")
 
 _PASSTHROUGH_FH_BASE = 1 << 50  # above the core's fds and generated handles
 _WRITE_MODES = os.O_WRONLY | os.O_RDWR
+BACKED_LIMIT = 131_072  # idle files kept by backing id alone (kernel memory, no fd)
 T = TypeVar("T")
 
 
@@ -75,6 +84,7 @@ class FileOps:
         self._ids = itertools.count(_PASSTHROUGH_FH_BASE)
         self._lock = threading.Lock()
         self._idle: OrderedDict[int, Node] = OrderedDict()  # kept files nobody has open, oldest first
+        self._backed: OrderedDict[int, Node] = OrderedDict()  # idle past the fd budget: backing id only
         self.idle_limit = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
 
     # ---- opening -----------------------------------------------------------
@@ -90,7 +100,7 @@ class FileOps:
         if not self._by_passthrough(node):
             return self._core_open(node, self.core.open(_need(self.nodes.path(node.nodeid)), flags), flags)
         with node.lock:
-            kept = node.backing_id is not None and node.keeper_fd >= 0
+            kept = node.backing_id is not None
             path = None if kept and not flags & _WRITE_MODES else self.nodes.path(node.nodeid)
             if not kept or (flags & _WRITE_MODES and path is not None):
                 result = self.core.open(_need(path), flags)  # the caller's own errors surface here
@@ -202,11 +212,21 @@ class FileOps:
             return action(node.keeper_fd) if node.keeper_fd >= 0 else None
 
     def on_open_file(self, node: Node, action: Callable[[int], object]) -> bool:
-        """Run ``action(fd)`` on the open file's own fd; False if the node is not open."""
+        """Run ``action(fd)`` on the open file's own fd; False if the node is not open.
+
+        A file kept by backing id alone (no keeper fd) is reached by its path while it has one."""
         with node.lock:
-            if node.keeper_fd < 0:
+            if node.keeper_fd >= 0:
+                action(node.keeper_fd)
+                return True
+            path = self.nodes.path(node.nodeid) if node.backing_id is not None else None
+            if path is None:
                 return False
-            action(node.keeper_fd)
+            fd = self.core.root.open_file(path[1:], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                action(fd)
+            finally:
+                os.close(fd)
             return True
 
     # ---- closing -------------------------------------------------------------
@@ -244,14 +264,29 @@ class FileOps:
     def _busy(self, node: Node) -> None:
         with self._lock:
             self._idle.pop(node.nodeid, None)
+            self._backed.pop(node.nodeid, None)
 
     def _keep_idle(self, node: Node) -> None:
+        """Keep a file nobody has open: its keeper within the fd budget, then its backing id alone."""
         with self._lock:
             self._idle[node.nodeid] = node
             self._idle.move_to_end(node.nodeid)
-            excess = [self._idle.popitem(last=False)[1] for _ in range(len(self._idle) - self.idle_limit)]
+            demoted = [self._idle.popitem(last=False)[1] for _ in range(len(self._idle) - self.idle_limit)]
+            for victim in demoted:
+                self._backed[victim.nodeid] = victim
+            excess = [self._backed.popitem(last=False)[1] for _ in range(len(self._backed) - BACKED_LIMIT)]
+        for victim in demoted:
+            self._drop_keeper(victim)
         for victim in excess:
             self._let_go(victim)
+
+    @staticmethod
+    def _drop_keeper(node: Node) -> None:
+        with node.lock:
+            if node.open_count > 0:
+                return
+            keeper, node.keeper_fd = node.keeper_fd, -1
+        _close(keeper)
 
     def _let_go(self, node: Node) -> None:
         """Close the keeper and the backing id of a node nobody has open (a no-op while it is open)."""
@@ -283,7 +318,7 @@ class FileOps:
 
     def kept_idle(self) -> int:
         with self._lock:
-            return len(self._idle)
+            return len(self._idle) + len(self._backed)
 
 
 def _need(path: str | None) -> str:

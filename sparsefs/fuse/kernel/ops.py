@@ -18,9 +18,11 @@ import time
 from typing import Protocol
 
 from sparsefs.fuse.kernel import proto as k
+from sparsefs.fuse.kernel.cache import LIVE_S, SHORT_S, CachePolicy
 from sparsefs.fuse.kernel.dirs import DirectoryOps
 from sparsefs.fuse.kernel.files import Device, FileOps
 from sparsefs.fuse.kernel.nodes import ROOT, Node, NodeTable
+from sparsefs.fuse.kernel.xattrs import XattrOps
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, stat_dict
 from sparsefs.vfs.control import CONTROL_DIR
 from sparsefs.vfs.core import Core
@@ -29,20 +31,21 @@ from sparsefs.vfs.virtual import is_virtual_ino
 log = logging.getLogger("sparsefs.kernel")
 
 _RENAME_EXCHANGE = 2
-_MAYBE_VIRTUAL = (errno.ENOENT, errno.ENAMETOOLONG)  # a name the source lacks may still be a virtual one
 
 
 class KernelOps:
     """Answers kernel requests; thread-safe."""
 
-    def __init__(self, core: Core, device: Device, timeout_s: float = 5.0) -> None:
+    def __init__(self, core: Core, device: Device) -> None:
         self.core = core
-        self.timeout_s = timeout_s
-        self.nodes = NodeTable(core.root.lstat("").st_ino)
+        root = core.root.lstat("")
+        self.cache = CachePolicy(core.freshness, root.st_dev)
+        self.nodes = NodeTable(root.st_ino)
         self.files = FileOps(core, self.nodes, device)
         self._last: dict[int, os.stat_result | dict[str, int]] = {}  # nodeid -> attributes last handed out
         self._context = threading.local()
         self.dirs = DirectoryOps(core, self.nodes, self._entry, self.real_entry)
+        self.xattrs = XattrOps(core, self.nodes, self.files)
 
     # ---- request context -----------------------------------------------------
     def set_caller(self, request: k.Request) -> None:
@@ -66,14 +69,24 @@ class KernelOps:
 
     # ---- attributes --------------------------------------------------------
     def _entry(self, parent: int, name: str, attrs: dict[str, int]) -> bytes:
-        node = self.nodes.remember(parent, name, attrs["st_ino"], generated=is_virtual_ino(attrs["st_ino"]))
+        ino = attrs["st_ino"]
+        node = self.nodes.remember(parent, name, ino, is_virtual_ino(ino), attrs.get("st_dev", 0), attrs["st_mode"],
+                                   attrs.get("st_nlink", 1))
         self._last[node.nodeid] = attrs
-        return k.pack_entry(node.nodeid, attrs, self._timeout(node))
+        return k.pack_entry(node.nodeid, attrs, self._timeout(node, attrs))
 
-    def _timeout(self, node: Node) -> float:
-        """Control files (children of a generated directory) are live: the kernel must always ask."""
-        parent = self.nodes.peek(node.parent)
-        return 0.0 if parent is not None and parent.generated else self.timeout_s
+    def _timeout(self, node: Node, attrs: dict[str, int] | None = None) -> float:
+        """How long the kernel may keep this node's entry and attributes (sparsefs.fuse.kernel.cache).
+
+        The control tree is live (its listings and snapshots change without notice): the kernel
+        must always ask. Packs keep the short timeout; real files follow the freshness mode."""
+        if node.generated:
+            parent = self.nodes.peek(node.parent)
+            live = (parent is not None and parent.generated) or (node.parent == ROOT and node.name == CONTROL_DIR)
+            return LIVE_S if live else SHORT_S
+        if attrs is None:
+            return self.cache.real(self.cache.root_dev, 2)  # not known here: as if hard-linked (short)
+        return self.cache.real(attrs.get("st_dev", 0), attrs.get("st_nlink", 1), attrs.get("st_mode", 0))
 
     def _attrs(self, node: Node, fh: int | None = None) -> dict[str, int]:
         core_fh = self.files.core_fh(fh)
@@ -88,12 +101,17 @@ class KernelOps:
         if self._plainly_real(request.nodeid, name):
             try:
                 st = self.core.root.lstat(path[1:])
-            except OSError as err:
-                if err.errno not in _MAYBE_VIRTUAL:
-                    raise
-            else:
-                return self.real_entry(request.nodeid, name, st)
+            except FileNotFoundError:
+                return self._absent()  # no '@': it cannot be a virtual name either
+            return self.real_entry(request.nodeid, name, st)
         return self._entry(request.nodeid, name, self.core.getattr(path))
+
+    def _absent(self) -> bytes:
+        """A negative entry the kernel may keep while the watcher would tell it otherwise; else ENOENT."""
+        timeout = self.cache.negative()
+        if not timeout:
+            raise OSError(errno.ENOENT, "no such file")
+        return k.pack_negative_entry(timeout)
 
     def _plainly_real(self, parent: int, name: str) -> bool:
         """A name that can only be a real file: no '@', not the control tree (the hot path)."""
@@ -103,9 +121,9 @@ class KernelOps:
         return node is not None and not node.generated
 
     def real_entry(self, parent: int, name: str, st: os.stat_result) -> bytes:
-        node = self.nodes.remember(parent, name, st.st_ino)
+        node = self.nodes.remember(parent, name, st.st_ino, False, st.st_dev, st.st_mode, st.st_nlink)
         self._last[node.nodeid] = st
-        return k.pack_entry_stat(node.nodeid, st, self.timeout_s)
+        return k.pack_entry_stat(node.nodeid, st, self.cache.real(st.st_dev, st.st_nlink, st.st_mode))
 
     def getattr(self, request: k.Request) -> bytes:
         flags, _, fh = k.GETATTR_IN.unpack_from(request.body)
@@ -114,11 +132,12 @@ class KernelOps:
             opened = self.files.with_keeper(node, os.fstat)
             path = self.nodes.path(node.nodeid) if opened is None else None
             if opened is None and path is None:  # removed: as Linux, its last attributes, no links
-                return k.pack_attr_out(self._removed_attrs(node), self.timeout_s)
+                return k.pack_attr_out(self._removed_attrs(node), SHORT_S)
             st = opened if opened is not None else self.core.root.lstat((path or "/")[1:])
             self._last[node.nodeid] = st
-            return k.pack_attr_out_stat(st, self.timeout_s)
-        return k.pack_attr_out(self._attrs(node, fh if flags & k.GETATTR_FH else None), self._timeout(node))
+            return k.pack_attr_out_stat(st, self.cache.real(st.st_dev, st.st_nlink, st.st_mode))
+        attrs = self._attrs(node, fh if flags & k.GETATTR_FH else None)
+        return k.pack_attr_out(attrs, self._timeout(node, attrs))
 
     def setattr(self, request: k.Request) -> bytes:
         (valid, _, fh, size, _, atime, mtime, _, ansec, mnsec, _, mode, _, uid, gid, _) = k.SETATTR_IN.unpack_from(
@@ -137,7 +156,8 @@ class KernelOps:
                      _time(valid, k.FATTR_MTIME, k.FATTR_MTIME_NOW, mtime, mnsec))
             self._on_node(node, path, lambda p: self.core.utimens(p, *times),
                           lambda fd: os.utime(f"/proc/self/fd/{fd}", ns=_explicit(times, os.fstat(fd))))
-        return k.pack_attr_out(self._attrs(node, fh if valid & k.FATTR_FH else None), self._timeout(node))
+        attrs = self._attrs(node, fh if valid & k.FATTR_FH else None)
+        return k.pack_attr_out(attrs, self._timeout(node, attrs))
 
     def _on_node(self, node: Node, path: str | None, by_path: _PathOp, by_fd: _FdOp) -> None:
         """Apply a change by path, or through the kept fd of a file unlinked while open."""
@@ -226,11 +246,9 @@ class KernelOps:
 
     def _remove(self, request: k.Request, remove: _PathOp) -> bytes:
         (path,) = self._child(request)
-        name = path.rpartition("/")[2]
-        victim = self.nodes.find(path)
         remove(path)
-        self.nodes.detach(request.nodeid, name)
-        if victim is not None:
+        victim = self.nodes.detach(request.nodeid, path.rpartition("/")[2])
+        if victim is not None and victim.parent == 0:  # its last name: let its space go (a hard link keeps it)
             self.files.gone_from_tree(victim)
         return b""
 
@@ -248,7 +266,7 @@ class KernelOps:
         replaced = None if flags & _RENAME_EXCHANGE else self.nodes.find(new)
         self.core.rename(old, new, flags)
         self.nodes.rename(request.nodeid, old_name, new_parent, new_name, exchange=bool(flags & _RENAME_EXCHANGE))
-        if replaced is not None:
+        if replaced is not None and replaced.parent == 0:
             self.files.gone_from_tree(replaced)
         return b""
 
@@ -311,10 +329,10 @@ class KernelOps:
 
     # ---- invalidation --------------------------------------------------------
     def source_gone(self, node: Node) -> None:
-        """The watcher saw ``node``'s file deleted or replaced outside the mount."""
-        if node.parent == 0 or node.generated:
-            return
-        self.files.gone_from_tree(node)
+        """The watcher saw a name of ``node``'s file deleted or replaced outside the mount: if it was
+        the last name, let the kept file go."""
+        if node.parent == 0 and not node.generated:
+            self.files.gone_from_tree(node)
 
     def open_handles(self) -> int:
         return self.files.open_handles()

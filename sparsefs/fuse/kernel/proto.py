@@ -54,6 +54,7 @@ FSYNC_FDATASYNC = 1 << 0
 # notifications (sent with unique 0 and the code in the error field)
 NOTIFY_INVAL_INODE = 2
 NOTIFY_INVAL_ENTRY = 3
+NOTIFY_INC_EPOCH = 8  # Linux 6.16+: every dentry (positive and negative) is looked up again
 
 # /dev/fuse ioctls
 DEV_IOC_CLONE = 0x8004E500
@@ -158,6 +159,12 @@ def pack_entry_stat(nodeid: int, st: os.stat_result, timeout_s: float) -> bytes:
 def pack_attr_out_stat(st: os.stat_result, timeout_s: float) -> bytes:
     whole, nsec = _split_timeout(timeout_s)
     return ATTR_OUT_HEAD.pack(whole, nsec, 0) + pack_stat(st)
+
+
+def pack_negative_entry(timeout_s: float) -> bytes:
+    """A LOOKUP reply for an absent name the kernel may remember (node id 0) for ``timeout_s``."""
+    whole, nsec = _split_timeout(timeout_s)
+    return ENTRY_HEAD.pack(0, 0, whole, 0, nsec, 0) + bytes(ATTR.size)
 
 
 def pack_entry(nodeid: int, attrs: dict[str, int], timeout_s: float) -> bytes:

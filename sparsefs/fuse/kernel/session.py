@@ -1,124 +1,54 @@
 """The kernel-protocol backend: /dev/fuse spoken directly, plain files by kernel passthrough.
 
-No libfuse. ``mount(2)`` attaches a /dev/fuse fd; INIT negotiates passthrough;
-reader threads (each on its own cloned fd, since a reply must go back on the
-fd its request came from) take requests and answer them through
-``KernelOps``. Requests that may build an EvidencePack (lookups of '@' names,
-generated files, the control tree) run on a separate worker pool, so a slow
-pack never holds a plain lookup behind it. Any exception in a request becomes
-an errno reply (EIO for bugs, logged); the loop goes on. Source changes reach
-the kernel as NOTIFY_INVAL_INODE / NOTIFY_INVAL_ENTRY.
+No libfuse. A session mounts a /dev/fuse fd, negotiates INIT, and runs the
+threads that serve it: reader threads read requests from the transport
+(``sparsefs.fuse.kernel.transport``: read, spin, reply) and hand each one to
+the dispatcher (``sparsefs.fuse.kernel.dispatch``: request in, reply out,
+through ``KernelOps``); a standby reader takes over while the reader is stuck
+in one request; the notifier (``sparsefs.fuse.kernel.notify``) sends the
+kernel every invalidation that may wait on a lock.
 
 Requires CAP_SYS_ADMIN (mount(2) and BACKING_OPEN); passthrough needs Linux >= 6.9.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
-import fcntl
-import functools
 import logging
 import os
-import queue
 import resource
-import select
 import signal
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 
-from sparsefs.fuse.errors import to_errno
 from sparsefs.fuse.kernel import proto as k
-from sparsefs.fuse.kernel.nodes import Node
+from sparsefs.fuse.kernel.dispatch import Dispatcher
+from sparsefs.fuse.kernel.notify import Notifier
 from sparsefs.fuse.kernel.ops import KernelOps
 from sparsefs.fuse.kernel.standby import Standby
-from sparsefs.fuse.mounts import find_mount
+from sparsefs.fuse.kernel.transport import (
+    MAX_WRITE,
+    FuseDevice,
+    mount_device,
+    read_first,
+    request_reader,
+    unmount_device,
+)
 from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
 log = logging.getLogger("sparsefs.kernel")
 
-MAX_WRITE = 1 << 20
-BUFFER_SIZE = MAX_WRITE + 8192  # the kernel wants room for one full WRITE plus headers
 WANTED = (k.ASYNC_READ | k.BIG_WRITES | k.AUTO_INVAL_DATA | k.DO_READDIRPLUS | k.READDIRPLUS_AUTO
           | k.PARALLEL_DIROPS | k.MAX_PAGES | k.INIT_EXT)
 DEFAULT_READERS = 1
-# After each request the reader polls /dev/fuse this long before it sleeps: on this 2-vCPU VM a sleeping
-# reader's wake-up cost more than the request itself (small files warm 5.5x -> 3x native at 200 us, measured).
-DEFAULT_SPIN_US = 200
-SLOW_WORKERS = 4
-_MS_NOSUID, _MS_NODEV = 2, 4
-_MNT_DETACH = 2
-_GONE = (errno.ENOENT, errno.ENODEV)  # reply to an interrupted request / connection ended
-_RETRY = (errno.EINTR, errno.EAGAIN, errno.ENOENT)
-_SLOW_ON_GENERATED = frozenset({k.GETATTR, k.OPEN, k.OPENDIR, k.READDIR, k.READDIRPLUS, k.ACCESS, k.LOOKUP})
-_SLOW_ALWAYS = frozenset({k.FSYNC, k.FSYNCDIR})  # may wait for the disk for seconds
-
-_AT = ord("@")
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def mount_device(fd: int, mountpoint: str, allow_other: bool) -> None:
-    data = f"fd={fd},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()}"
-    if allow_other:
-        data += ",allow_other,default_permissions"
-    if _libc.mount(b"sparsefs", os.fsencode(mountpoint), b"fuse.sparsefs", _MS_NOSUID | _MS_NODEV,
-                   data.encode()) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {mountpoint}: {os.strerror(err)}")
-
-
-def unmount_device(mountpoint: str) -> None:
-    """Unmount; detach lazily if something still holds it."""
-    if not find_mount(mountpoint):
-        return
-    for flags in (0, _MNT_DETACH):
-        if _libc.umount2(os.fsencode(mountpoint), flags) == 0:
-            return
-        err = ctypes.get_errno()
-        if err == errno.EINVAL:  # no longer mounted
-            return
-        log.warning("umount %s: %s", mountpoint, os.strerror(err))
-
-
-class FuseDevice:
-    """An open /dev/fuse connection and its ioctls."""
-
-    def __init__(self) -> None:
-        self.fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-
-    def clone(self) -> int:
-        fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-        fcntl.ioctl(fd, k.DEV_IOC_CLONE, bytearray(k.U32.pack(self.fd)), True)
-        return fd
-
-    def backing_open(self, fd: int) -> int:
-        # Only a mutable buffer with mutate_flag makes fcntl.ioctl return the syscall's result.
-        return int(fcntl.ioctl(self.fd, k.DEV_IOC_BACKING_OPEN, bytearray(k.BACKING_MAP.pack(fd, 0, 0)), True))
-
-    def backing_close(self, backing_id: int) -> None:
-        fcntl.ioctl(self.fd, k.DEV_IOC_BACKING_CLOSE, bytearray(k.U32.pack(backing_id)), True)
-
-    def send(self, fd: int, data: bytes) -> None:
-        """Write one reply; a reply the kernel no longer wants (interrupted, unmounted) is dropped."""
-        try:
-            os.write(fd, data)
-        except OSError as err:
-            if err.errno not in _GONE:
-                log.error("reply of %d bytes refused: %s", len(data), err)
-
-    def close(self) -> None:
-        os.close(self.fd)
+DEFAULT_SPIN_US = 200  # see sparsefs.fuse.kernel.transport
 
 
 class Session:
-    """One mounted connection: reader threads, the slow-request pool, the notifier."""
+    """One mounted connection: reader threads, the dispatcher, the standby, the notifier."""
 
     def __init__(self, core: Core, binding: LateBinding, mountpoint: str, readers: int = DEFAULT_READERS,
                  passthrough: bool = True, device: FuseDevice | None = None, spin_us: int = DEFAULT_SPIN_US) -> None:
@@ -131,16 +61,21 @@ class Session:
         self.want_passthrough = passthrough
         self.device = device or FuseDevice()
         self.ops = KernelOps(core, self.device)
-        self.handlers = _handler_table(self.ops)
+        self.dispatcher = Dispatcher(self.ops, self.device)
+        self.notifier = Notifier(self.ops, self.device)
         self.stopping = threading.Event()
-        self.pool = ThreadPoolExecutor(SLOW_WORKERS, thread_name_prefix="sparsefs-slow")
-        self._pending: dict[int, tuple[int, Future[None]]] = {}
-        self._pending_lock = threading.Lock()
-        self._notices: queue.SimpleQueue[Node | None] = queue.SimpleQueue()
         self._fds = [self.device.fd]
         self.standby = Standby(self.stopping)
         core.stats.gauges.update(kernel_nodes=lambda: len(self.ops.nodes), open_files=self.ops.open_handles,
                                  kept_idle_files=self.ops.files.kept_idle)
+
+    @property
+    def handlers(self) -> dict[int, Callable[[k.Request], bytes | None]]:
+        return self.dispatcher.handlers
+
+    def invalidate_path(self, path: str) -> None:
+        """The binding's invalidation (sparsefs.vfs.binding): see sparsefs.fuse.kernel.notify."""
+        self.notifier.invalidate_path(path)
 
     # ---- lifecycle ---------------------------------------------------------
     def serve(self, allow_other: bool) -> None:
@@ -150,6 +85,8 @@ class Session:
         threads: list[threading.Thread] = []
         try:
             self._negotiate()
+            self.notifier.probe_epoch()
+            self.core.freshness.listen(self.notifier.untrusted)
             self.binding.attach(caller_pid=self.ops.caller_pid, invalidate=self.invalidate_path)
             threads = self._start_threads()
             self.binding.mark_ready()
@@ -161,15 +98,15 @@ class Session:
         """Unmount first, so the readers end on ENODEV after answering what is in flight."""
         self.stopping.set()
         unmount_device(self.mountpoint)
-        self._notices.put(None)
+        self.notifier.stop()
         for thread in threads:
             thread.join(timeout=5)  # a lazily detached mount still in use keeps its readers busy
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.dispatcher.shutdown()
         for fd in self._fds:
             os.close(fd)  # aborts whatever still waits on a lazily detached mount
 
     def _negotiate(self) -> None:
-        request = k.Request.parse(self._read_request(self.device.fd))
+        request = k.Request.parse(read_first(self.device.fd))
         if request.opcode != k.INIT:
             raise RuntimeError(f"expected INIT, got opcode {request.opcode}")
         offer = k.InitOffer.parse(request.body)
@@ -184,7 +121,7 @@ class Session:
         self._fds += [self.device.clone() for _ in range(self.readers - 1)]
         threads = [threading.Thread(target=self._reader, args=(fd,), name=f"sparsefs-reader-{i}", daemon=True)
                    for i, fd in enumerate(self._fds)]
-        threads.append(threading.Thread(target=self._notifier, name="sparsefs-notify", daemon=True))
+        threads.append(self.notifier.thread())
         if self.readers == 1:
             standby_fd = self.device.clone()
             self._fds.append(standby_fd)
@@ -194,43 +131,6 @@ class Session:
         for thread in threads:
             thread.start()
         return threads
-
-    def _read_into(self, fd: int, buffer: bytearray) -> int:
-        while True:
-            try:
-                return os.readv(fd, [buffer])
-            except OSError as err:
-                if err.errno not in _RETRY:
-                    raise
-
-    def _spinning_reader(self, fd: int) -> Callable[[bytearray], int]:
-        """Read requests from a non-blocking ``fd``, retrying for ``spin_ns`` before sleeping in poll(2)."""
-        os.set_blocking(fd, False)
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-
-        def read(buffer: bytearray) -> int:
-            deadline = time.perf_counter_ns() + self.spin_ns
-            while True:
-                try:
-                    return os.readv(fd, [buffer])
-                except BlockingIOError:
-                    if time.perf_counter_ns() > deadline:
-                        poller.poll()
-                        deadline = time.perf_counter_ns() + self.spin_ns
-                except OSError as err:
-                    if err.errno not in _RETRY:
-                        raise
-
-        return read
-
-    def _read_request(self, fd: int) -> bytes:
-        while True:
-            try:
-                return os.read(fd, BUFFER_SIZE)
-            except OSError as err:
-                if err.errno not in _RETRY:
-                    raise
 
     # ---- request loop ------------------------------------------------------
     def _reader(self, fd: int) -> None:
@@ -245,26 +145,24 @@ class Session:
         With ``stamp``, the time spent answering (not waiting) is shown to the standby's watcher;
         with ``spin``, ``fd`` is polled for ``spin_ns`` before the thread sleeps.
         """
-        # One buffer per thread, read into: allocating a 1 MiB bytes object per request cost ~15 µs.
-        buffer = bytearray(BUFFER_SIZE)
-        view = memoryview(buffer)
-        read = self._spinning_reader(fd) if spin else functools.partial(self._read_into, fd)
+        next_request = request_reader(fd, self.spin_ns if spin else 0)
+        dispatch = self.dispatcher.dispatch
 
         def answer() -> bool:
             try:
-                size = read(buffer)
+                raw = next_request()
             except OSError as err:
                 if err.errno != errno.ENODEV and not self.stopping.is_set():  # ENODEV: unmounted, the normal end
                     log.error("reading /dev/fuse failed: %s", err)
                 return False
-            if size == 0:
+            if raw is None:
                 return False
             if stamp is not None:
                 stamp.started()
             try:
-                self._dispatch(fd, k.Request.parse(bytes(view[:size])))  # a copy: pool requests outlive the buffer
+                dispatch(fd, k.Request.parse(raw))
             except Exception:  # a malformed request must not end the loop
-                log.exception("could not dispatch a %d-byte request", size)
+                log.exception("could not dispatch a %d-byte request", len(raw))
             finally:
                 if stamp is not None:
                     stamp.finished()
@@ -273,97 +171,7 @@ class Session:
         return answer
 
     def _dispatch(self, fd: int, request: k.Request) -> None:
-        if request.opcode == k.INTERRUPT:
-            self._interrupt(request)
-        elif self._is_slow(request):
-            future = self.pool.submit(self._answer, fd, request)
-            with self._pending_lock:
-                self._pending[request.unique] = (fd, future)
-            future.add_done_callback(lambda _: self._forget_pending(request.unique))
-        else:
-            self._answer(fd, request)
-
-    def _is_slow(self, request: k.Request) -> bool:
-        """Could this build an EvidencePack, render the control tree, or wait long for the disk?"""
-        if request.opcode in _SLOW_ALWAYS:
-            return True
-        if request.opcode not in _SLOW_ON_GENERATED:
-            return False
-        node = self.ops.nodes.peek(request.nodeid)
-        if node is not None and node.generated:
-            return True
-        return request.opcode == k.LOOKUP and _AT in request.body  # a memoryview holds ints
-
-    def _answer(self, fd: int, request: k.Request) -> None:
-        handler = self.handlers.get(request.opcode)
-        if handler is None:
-            self.device.send(fd, k.reply(request.unique, error=errno.ENOSYS))
-            return
-        self.ops.set_caller(request)
-        try:
-            payload = handler(request)
-        except Exception as exc:  # noqa: BLE001 - one request's failure must not end the loop
-            self.device.send(fd, k.reply(request.unique, error=to_errno(exc, handler.__name__)))
-            return
-        if payload is not None:
-            self.device.send(fd, k.reply(request.unique, payload))
-
-    def _interrupt(self, request: k.Request) -> None:
-        """A caller gave up: answer EINTR if its request has not started yet (running ones finish)."""
-        (unique,) = k.U64.unpack_from(request.body)
-        with self._pending_lock:
-            fd, future = self._pending.get(unique, (-1, None))
-        if future is not None and future.cancel():
-            self.device.send(fd, k.reply(unique, error=errno.EINTR))
-
-    def _forget_pending(self, unique: int) -> None:
-        with self._pending_lock:
-            self._pending.pop(unique, None)
-
-    # ---- invalidation ------------------------------------------------------
-    def invalidate_path(self, path: str) -> None:
-        """Forget cached attributes of ``path`` now; pages and the name in the notifier thread.
-
-        Attribute invalidation takes no lock a request could hold, so it is safe
-        inside a request; entry and page invalidation wait for the directory and
-        page locks, so they must never be sent from a thread that answers requests.
-        """
-        node = self.ops.nodes.find(path)
-        if node is None:
-            return
-        self._notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
-        self._notices.put(node)
-
-    def _notifier(self) -> None:
-        while (node := self._notices.get()) is not None:
-            try:
-                self._settle(node)
-            except Exception:  # the notifier outlives any one failure
-                log.exception("invalidation of %s failed", node.name)
-
-    def _settle(self, node: Node) -> None:
-        if node.generated:
-            return  # direct_io: no pages, and the name stays valid
-        if node.backing_id is None:
-            self._notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
-        path = self.ops.nodes.path(node.nodeid)
-        if path is None or path == "/" or self._still_names(path, node.ino):
-            return
-        name = os.fsencode(node.name)
-        self._notify(k.NOTIFY_INVAL_ENTRY, k.INVAL_ENTRY.pack(node.parent, len(name), 0) + name + b"\0")
-        self.ops.source_gone(node)
-
-    def _still_names(self, path: str, ino: int) -> bool:
-        try:
-            return self.core.root.lstat(path.lstrip("/")).st_ino == ino
-        except OSError:
-            return False
-
-    def _notify(self, code: int, payload: bytes) -> None:
-        try:
-            os.write(self.device.fd, k.notification(code, payload))
-        except OSError as err:
-            log.debug("notification %d: %s", code, err)
+        self.dispatcher.dispatch(fd, request)
 
 
 def _raise_fd_limit() -> None:
@@ -379,19 +187,6 @@ def _raise_fd_limit() -> None:
             return
         except (ValueError, OSError):
             continue
-
-
-def _handler_table(ops: KernelOps) -> dict[int, Callable[[k.Request], bytes | None]]:
-    return {
-        k.LOOKUP: ops.lookup, k.FORGET: ops.forget, k.BATCH_FORGET: ops.batch_forget,
-        k.GETATTR: ops.getattr, k.SETATTR: ops.setattr, k.READLINK: ops.readlink, k.SYMLINK: ops.symlink,
-        k.MKNOD: ops.mknod, k.MKDIR: ops.mkdir, k.UNLINK: ops.unlink, k.RMDIR: ops.rmdir,
-        k.RENAME: ops.rename, k.RENAME2: ops.rename2, k.LINK: ops.link, k.OPEN: ops.open, k.READ: ops.read,
-        k.WRITE: ops.write, k.STATFS: ops.statfs, k.RELEASE: ops.release, k.FSYNC: ops.fsync,
-        k.OPENDIR: ops.dirs.opendir, k.READDIR: ops.dirs.readdir, k.READDIRPLUS: ops.dirs.readdirplus,
-        k.RELEASEDIR: ops.dirs.releasedir, k.FSYNCDIR: ops.dirs.fsyncdir, k.ACCESS: ops.access, k.CREATE: ops.create,
-        k.DESTROY: lambda request: b"",
-    }
 
 
 def _wait(stopping: threading.Event) -> None:

@@ -9,6 +9,7 @@ kept coherent by ``invalidate_path`` on source changes.
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import logging
 import os
@@ -18,8 +19,10 @@ from typing import Any, TypeVar
 import mfusepy
 
 from sparsefs.fuse.errors import to_errno
+from sparsefs.fuse.libfuse.hidden import HiddenFiles, is_hidden_name
+from sparsefs.fuse.libfuse.links import Key, LinkNames
 from sparsefs.fuse.mounts import find_mount
-from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT
+from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, relative, utimens_path
 from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
@@ -34,7 +37,7 @@ MOUNT_OPTIONS: dict[str, Any] = {
     "negative_timeout": 0,
     "max_threads": 16,
     "use_ino": True,
-    "hard_remove": True,
+    "hard_remove": False,  # libfuse hides open files it unlinks (sparsefs.fuse.libfuse.hidden): fstat keeps working
     "fsname": "sparsefs",
     "subtype": "sparsefs",
 }
@@ -71,6 +74,8 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self.core = core
         self.binding = binding
         self._fuse_ptr: int | None = None
+        self.links = LinkNames(self.invalidate_path)  # every name of a hard-linked file, kept coherent
+        self.hidden = HiddenFiles(core.root)  # open files unlinked through the mount
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         # Without parallel dirops the kernel serializes lookups per directory: one slow
@@ -86,9 +91,31 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         if self._fuse_ptr:
             _invalidate(ctypes.c_void_p(self._fuse_ptr), os.fsencode(path))
 
+    def _inode(self, path: str) -> Key | None:
+        """(device, inode) of ``path`` if it has other names (known, or found with a stat now)."""
+        key = self.links.key(path)
+        if key is not None:
+            return key
+        try:
+            st = self.core.root.lstat(relative(path))
+        except OSError:
+            return None
+        attrs = {"st_dev": st.st_dev, "st_ino": st.st_ino, "st_nlink": st.st_nlink, "st_mode": st.st_mode}
+        self.links.seen(path, attrs)
+        return self.links.key(path)
+
+    def _changed(self, path: str) -> None:
+        """``path``'s inode changed (mode, owner, times, size): every other name of it must re-read."""
+        self.links.changed(self._inode(path), path)
+
     @guarded
     def getattr(self, path: str | None, fh: Any = None) -> dict[str, int]:
-        return self.core.getattr(path, _fh(fh))
+        if fh is None and self.hidden.holds(path):
+            return self.hidden.getattr(str(path))
+        attrs = self.core.getattr(path, _fh(fh))
+        if path is not None and fh is None:
+            self.links.seen(path, attrs)
+        return attrs
 
     @guarded
     def readdir(self, path: str, fh: int) -> list[Any]:
@@ -100,6 +127,13 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def open(self, path: str, fi: Any) -> int:
+        if self.hidden.holds(path):
+            fi.fh, fi.direct_io, fi.keep_cache = self.hidden.reopen(path, fi.flags), 0, 1
+            return 0
+        if is_hidden_name(path) and not self.core.root.exists(relative(path)):
+            # An open that found the old file just before a rename replaced it, arriving after its last
+            # close let it go: ESTALE makes the kernel walk the name again, as the kernel backend does.
+            raise OSError(errno.ESTALE, "replaced while being opened")
         result = self.core.guard_open(path, fi.flags) or self.core.open(path, fi.flags)
         fi.fh, fi.direct_io = result.fh, int(result.direct_io)
         fi.keep_cache = 0 if result.direct_io else 1
@@ -130,11 +164,18 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def write(self, path: str | None, data: bytes, offset: int, fi: Any) -> int:
-        return self.core.write(path, data, offset, int(fi.fh))
+        written = self.core.write(path, data, offset, int(fi.fh))
+        if path is not None:
+            self.links.changed(self.links.key(path), path)  # known links only: no stat per write
+        return written
 
     @guarded
     def truncate(self, path: str | None, length: int, fh: Any = None) -> int:
+        if fh is None and self.hidden.holds(path):
+            return self.hidden.on(str(path), lambda held: os.truncate(held, length)) or 0
         self.core.truncate(path, length, _fh(fh))
+        if path is not None:
+            self._changed(path)
         return 0
 
     @guarded
@@ -166,12 +207,31 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def unlink(self, path: str) -> int:
+        if self.hidden.holds(path):
+            self.hidden.forget(path)  # libfuse at the last close of a hidden file
+            return 0
+        key = self._inode(path)
         self.core.unlink(path)
+        self.links.removed(path)
+        self.links.changed(key, path)
         return 0
 
     @guarded
     def rename(self, old: str, new: str, flags: int = 0) -> int:
+        if self.hidden.holds(old):
+            raise OSError(errno.ENOENT, "an unlinked file cannot be linked again")
+        if not flags and is_hidden_name(new) and not self.core.root.exists(relative(new)):
+            key = self._inode(old)
+            self.hidden.hide(old, new)  # libfuse hides a file that is open: it is unlinked in the source now
+            self.links.removed(old)
+            self.links.changed(key, old)
+            return 0
+        moving, replaced = self._inode(old), self._inode(new)
         self.core.rename(old, new, flags)
+        self.links.moved(old, new)
+        self.links.changed(moving, new)
+        if replaced != moving:
+            self.links.changed(replaced, new)
         return 0
 
     @guarded
@@ -183,22 +243,35 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
     @guarded
     def link(self, target: str, source: str) -> int:
         self.core.link(target, source)
+        attrs = self.core.getattr(target)
+        self.links.seen(source, attrs)
+        self.links.seen(target, attrs)
+        self._changed(target)  # the existing names' nlink and ctime
         return 0
 
     @guarded
     def chmod(self, path: str, mode: int) -> int:
+        if self.hidden.holds(path):
+            return self.hidden.on(path, lambda held: os.chmod(held, mode)) or 0
         self.core.chmod(path, mode)
+        self._changed(path)
         return 0
 
     @guarded
     def chown(self, path: str, uid: int, gid: int) -> int:
+        if self.hidden.holds(path):
+            return self.hidden.on(path, lambda held: os.chown(held, uid, gid)) or 0
         self.core.chown(path, uid, gid)
+        self._changed(path)
         return 0
 
     @guarded
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
         atime, mtime = times if times is not None else (UTIME_NOW, UTIME_NOW)
+        if self.hidden.holds(path):
+            return self.hidden.on(path, lambda held: utimens_path(held, int(atime), int(mtime))) or 0
         self.core.utimens(path, int(atime), int(mtime))
+        self._changed(path)
         return 0
 
     @guarded
@@ -207,7 +280,39 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def access(self, path: str, amode: int) -> int:
+        if self.hidden.holds(path):
+            if not self.hidden.on(path, lambda held: os.access(held, amode)):
+                raise OSError(errno.EACCES, "access denied")
+            return 0
         self.core.access(path, amode)
+        return 0
+
+    @guarded
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        if self.hidden.holds(path):
+            return self.hidden.on(path, lambda held: os.getxattr(held, name))
+        return self.core.getxattr(path, name)
+
+    @guarded
+    def listxattr(self, path: str) -> list[str]:
+        if self.hidden.holds(path):
+            return self.hidden.on(path, os.listxattr)
+        return self.core.listxattr(path)
+
+    @guarded
+    def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
+        if self.hidden.holds(path):
+            return self.hidden.on(path, lambda held: os.setxattr(held, name, value, options)) or 0
+        self.core.setxattr(path, name, value, options)
+        self._changed(path)  # ctime
+        return 0
+
+    @guarded
+    def removexattr(self, path: str, name: str) -> int:
+        if self.hidden.holds(path):
+            return self.hidden.on(path, lambda held: os.removexattr(held, name)) or 0
+        self.core.removexattr(path, name)
+        self._changed(path)
         return 0
 
 

@@ -1,0 +1,143 @@
+"""Invalidation of the kernel's caches: what the watcher and the core learn reaches the kernel here.
+
+``invalidate_path`` is the binding's ``invalidate`` (sparsefs.vfs.binding): the
+core calls it for every change made outside the mount (the watcher), a pack
+whose size changed, and the parent directory of every name created, removed or
+renamed outside. Attributes are dropped at once (``NOTIFY_INVAL_INODE`` with no
+pages takes no lock a request could hold, so it is safe inside a request);
+everything that takes a directory or page lock — page and listing
+invalidation, ``NOTIFY_INVAL_ENTRY`` for a name that no longer leads to the
+same inode or a negative entry for a name that now exists — goes through this
+notifier's own thread, never a thread answering requests (it could deadlock on
+the very lock the request holds).
+
+When the mount stops being watched (inotify ran out while mounted), nothing
+would invalidate the long-lived caches any more: everything the kernel holds
+is dropped at once (``NOTIFY_INC_EPOCH`` for every entry, negative ones
+included, and attributes and pages of every node), and from then on the
+replies carry the short timeouts (sparsefs.fuse.kernel.cache).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from typing import NamedTuple
+
+from sparsefs.fuse.kernel import proto as k
+from sparsefs.fuse.kernel.nodes import Node
+from sparsefs.fuse.kernel.ops import KernelOps
+from sparsefs.fuse.kernel.transport import FuseDevice
+
+log = logging.getLogger("sparsefs.kernel")
+_ALL = "all"
+
+
+class _Changed(NamedTuple):
+    node: Node
+    path: str
+
+
+class _NewName(NamedTuple):
+    parent: int
+    name: str
+    path: str
+
+
+Notice = _Changed | _NewName | str
+
+
+class Notifier:
+    """Sends invalidations for ``ops``' nodes; one thread for everything that may wait on a lock."""
+
+    def __init__(self, ops: KernelOps, device: FuseDevice) -> None:
+        self.ops = ops
+        self.device = device
+        self._queue: queue.SimpleQueue[Notice | None] = queue.SimpleQueue()
+
+    def probe_epoch(self) -> bool:
+        """Can the kernel drop every entry at once? (Then negative entries may be long-lived.)"""
+        self.ops.cache.epoch = self.device.notify(k.NOTIFY_INC_EPOCH, b"")
+        return self.ops.cache.epoch
+
+    def invalidate_path(self, path: str) -> None:
+        """``path`` changed: its attributes now; its pages, its name or its absence from the notifier thread."""
+        node = self.ops.nodes.find(path)
+        if node is not None:
+            self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
+            self._queue.put(_Changed(node, path))
+            return
+        entry = self.ops.nodes.entry(path)
+        if entry is not None:
+            self._queue.put(_NewName(*entry, path))  # the kernel may remember it as absent: it exists now, or again
+
+    def untrusted(self) -> None:
+        """The watcher stopped while the kernel holds long-lived caches: drop them all."""
+        self._queue.put(_ALL)
+
+    def stop(self) -> None:
+        self._queue.put(None)
+
+    def run(self) -> None:
+        while (notice := self._queue.get()) is not None:
+            try:
+                if isinstance(notice, _Changed):
+                    self._settle(notice.node, notice.path)
+                elif isinstance(notice, _NewName):
+                    self._new_name(notice.parent, notice.name, notice.path)
+                else:
+                    self._drop_everything()
+            except Exception:  # the notifier outlives any one failure
+                log.exception("invalidation failed: %r", notice)
+
+    def _settle(self, node: Node, path: str) -> None:
+        """Pages (or the cached listing) of a daemon-served node; the name ``path`` if it no longer leads
+        to ``node``'s inode (one name of a hard-linked file may go while the others stay)."""
+        if node.generated:
+            return  # direct_io: no pages, and the name stays valid
+        if node.backing_id is None:
+            self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
+        entry = self.ops.nodes.entry(path)
+        if path == "/" or entry is None or self._still_names(path, node.ino):
+            return
+        parent, name = entry
+        self._forget_name(parent, name)
+        if self.ops.nodes.detach(parent, name, only=node) is not None:
+            self.ops.source_gone(node)
+
+    def _new_name(self, parent: int, name: str, path: str) -> None:
+        """A name the kernel knows nothing of changed: forget it as absent; if it is a new link to an inode
+        the kernel knows under another name, refresh that inode (inotify reports only the new name)."""
+        self._forget_name(parent, name)
+        try:
+            st = self.ops.core.root.lstat(path.lstrip("/"))
+        except OSError:
+            return
+        node = self.ops.nodes.by_inode(st.st_dev, st.st_ino, st.st_mode) if st.st_nlink > 1 else None
+        if node is not None:
+            self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
+
+    def _forget_name(self, parent: int, name: str) -> None:
+        raw = os.fsencode(name)
+        self.device.notify(k.NOTIFY_INVAL_ENTRY, k.INVAL_ENTRY.pack(parent, len(raw), 0) + raw + b"\0")
+
+    def _still_names(self, path: str, ino: int) -> bool:
+        try:
+            return self.ops.core.root.lstat(path.lstrip("/")).st_ino == ino
+        except OSError:
+            return False
+
+    def _drop_everything(self) -> None:
+        epoch = self.device.notify(k.NOTIFY_INC_EPOCH, b"")
+        for node in self.ops.nodes.all_nodes():
+            offset = -1 if node.backing_id is not None or node.generated else 0
+            self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, offset, 0))
+            if not epoch and node.parent:
+                for parent, name in ((node.parent, node.name), *node.aliases):
+                    self._forget_name(parent, name)
+        log.warning("source no longer watched: the kernel's cached entries and attributes were dropped")
+
+    def thread(self) -> threading.Thread:
+        return threading.Thread(target=self.run, name="sparsefs-notify", daemon=True)

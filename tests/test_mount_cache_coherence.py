@@ -1,0 +1,132 @@
+"""The kernel keeps listings, entries, attributes and negative entries for long (issue 19): never stale.
+
+The kernel backend caches directory listings in the kernel (no OPENDIR), and
+keeps entries, attributes and negative entries for a day while the source is
+watched. Every change made outside the mount must still be seen through it
+within the watcher's latency (tests allow 2 s), every change through it at
+once, and when watching stops while mounted the kernel must drop everything.
+Both backends are held to the same expectations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests import mountutil
+from tests.test_mount_invalidation import tiny_watch_limit
+
+Mount = mountutil.Mount
+FRESH_WITHIN_S = 2.0
+SHORT_TIMEOUT_S = 6.0  # the short attribute timeout (5 s), and a margin
+
+
+def within(predicate: Callable[[], bool], timeout: float = FRESH_WITHIN_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def listing(path: Path) -> list[str]:
+    return sorted(os.listdir(path))
+
+
+def test_a_cached_listing_follows_outside_creates_removes_and_renames(mirror: Mount) -> None:
+    mnt, src = mirror.mountpoint, mirror.source
+    for _ in range(2):
+        assert listing(mnt / "nested") == listing(src / "nested")  # now cached by the kernel
+    (src / "nested" / "new.txt").write_text("new\n")
+    assert within(lambda: "new.txt" in listing(mnt / "nested"))
+    os.rename(src / "nested" / "new.txt", src / "nested" / "renamed.txt")
+    assert within(lambda: listing(mnt / "nested") == listing(src / "nested"))
+    os.unlink(src / "nested" / "renamed.txt")
+    (src / "nested" / "sub").mkdir()
+    assert within(lambda: listing(mnt / "nested") == listing(src / "nested"))
+    os.rename(src / "nested" / "deeper", src / "moved")
+    assert within(lambda: listing(mnt) == listing(src) and listing(mnt / "moved") == ["leaf.txt"])
+
+
+def test_changes_through_the_mount_are_listed_at_once(mirror: Mount) -> None:
+    mnt = mirror.mountpoint
+    before = listing(mnt / "nested")
+    (mnt / "nested" / "made.txt").write_text("x")
+    assert listing(mnt / "nested") == sorted([*before, "made.txt"])
+    os.rename(mnt / "nested" / "made.txt", mnt / "nested" / "kept.txt")
+    assert listing(mnt / "nested") == sorted([*before, "kept.txt"])
+    os.unlink(mnt / "nested" / "kept.txt")
+    assert listing(mnt / "nested") == before
+
+
+def test_a_name_seen_absent_appears_when_created_outside(mirror: Mount) -> None:
+    mnt, src = mirror.mountpoint, mirror.source
+    for _ in range(3):
+        assert not (mnt / "later.txt").exists() and not (mnt / "nested" / "later").exists()
+    (src / "later.txt").write_text("here\n")
+    (src / "nested" / "later").mkdir()
+    assert within(lambda: (mnt / "later.txt").exists() and (mnt / "nested" / "later").is_dir())
+    assert (mnt / "later.txt").read_text() == "here\n"
+
+
+def test_outside_attribute_changes_reach_stat(mirror: Mount, backend: str) -> None:
+    mnt, src = mirror.mountpoint, mirror.source
+    assert os.stat(mnt / "notes.txt").st_mode & 0o777 == os.stat(src / "notes.txt").st_mode & 0o777
+    os.chmod(src / "notes.txt", 0o640)
+    os.utime(src / "README.md", ns=(1_000_000_000, 2_000_000_000))
+    os.chown(src / "nested", 4321, 8765)
+    assert within(lambda: os.stat(mnt / "notes.txt").st_mode & 0o777 == 0o640)
+    assert within(lambda: os.stat(mnt / "README.md").st_mtime_ns == 2_000_000_000)
+    assert within(lambda: os.stat(mnt / "nested").st_uid == 4321)
+    # inotify reports a link made or removed outside by its new or removed name only, never the inode's
+    # other names: the kernel backend stats a new name and refreshes the inode at once; otherwise a
+    # file with several links keeps the short timeout (docs/SEMANTICS.md, "Cache coherence").
+    os.link(src / "notes.txt", src / "nested" / "link.txt")
+    assert within(lambda: os.stat(mnt / "notes.txt").st_nlink == 2, timeout=FRESH_WITHIN_S if backend == "kernel"
+                  else SHORT_TIMEOUT_S)
+    os.unlink(src / "nested" / "link.txt")
+    assert within(lambda: os.stat(mnt / "notes.txt").st_nlink == 1, timeout=SHORT_TIMEOUT_S)
+
+
+def test_the_control_tree_is_never_cached(mirror: Mount, backend: str) -> None:
+    """Listings of .sparsefs are live on both backends; its snapshots are on the kernel backend, and up to
+    the attribute timeout (5 s) old with mfusepy (docs/SEMANTICS.md, "Control tree")."""
+    mnt = mirror.mountpoint
+    before = listing(mnt / ".sparsefs" / "episodes")
+    (mnt / "annual-report.md@intent=headcount at year end").read_bytes()
+    assert len(listing(mnt / ".sparsefs" / "episodes")) == len(before) + 1
+    first = json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())["packs_served"]
+    (mnt / "annual-report.md@intent=R&D expenses").read_bytes()
+    assert within(lambda: json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())["packs_served"] == first + 1,
+                  timeout=0.0 if backend == "kernel" else 6.0)
+
+
+def test_when_watching_stops_the_kernel_forgets_what_it_cached(workspace: Path, tmp_path: Path,
+                                                               backend: str) -> None:
+    """inotify runs out while mounted (a new directory cannot be watched): everything cached long is dropped."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with tiny_watch_limit(spare=sum(1 for _ in os.walk(workspace)) + 2):
+        mount = mountutil.start(workspace, mnt, tmp_path / "state", backend=backend)
+    try:
+        with mountutil.hang_guard(mount, 60):
+            assert json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())["watcher"]["mode"] == "inotify"
+            listing(mnt / "nested")
+            assert not (mnt / "nested" / "gone-later.txt").exists()
+            os.stat(mnt / "notes.txt")
+            with tiny_watch_limit(spare=0):
+                for n in range(8):  # more new directories than watches left: the watcher gives up
+                    (workspace / f"extra{n}").mkdir()
+                assert within(lambda: json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())
+                              ["watcher"]["mode"] == "on-access", timeout=10)
+            os.chmod(workspace / "notes.txt", 0o604)
+            (workspace / "nested" / "gone-later.txt").write_text("x")
+            assert within(lambda: os.stat(mnt / "notes.txt").st_mode & 0o777 == 0o604, timeout=6)
+            assert within(lambda: "gone-later.txt" in listing(mnt / "nested"), timeout=6)
+            assert within(lambda: (mnt / "nested" / "gone-later.txt").exists(), timeout=6)
+    finally:
+        mountutil.stop(mount)
