@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,24 @@ from tests import mountutil
 from tests.conftest import DATA, is_pack
 
 PDF = "pdf/filings/BOEING_2022_10K.pdf"
+CORPUS = (PDF, "pdf/filings/3M_2022_10K.pdf", "pdf/papers/2304.02623v1.pdf",
+          "pdf/financebench/FOOTLOCKER_2022_8K_dated-2022-05-20.pdf", "xlsx/sheetcopilot", "csv/datasets-covid-19",
+          "json/octokit-fixtures", "logs/elastic-examples/kafka0_controller.log.2016-12-19-16")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of every kind in the shared data (PDF, XLSX, CSV, JSON, log), small enough that indexing it
+    twice stays a few seconds: the whole data folder (its 24 MB of QA sets and 36 filings) took minutes."""
+    root = tmp_path_factory.mktemp("corpus")
+    for rel in CORPUS:
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (DATA / rel).is_dir():
+            shutil.copytree(DATA / rel, target)
+        else:
+            shutil.copy2(DATA / rel, target)
+    return root
 
 
 def run_index(*args: str) -> subprocess.CompletedProcess[str]:
@@ -27,13 +46,13 @@ def run_index(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=240, check=False)
 
 
-def test_index_shared_data_then_an_intent_read_is_warm(tmp_path: Path) -> None:
+def test_index_shared_data_then_an_intent_read_is_warm(tmp_path: Path, corpus: Path) -> None:
     state = tmp_path / "state"
-    first = run_index(str(DATA), "--state-dir", str(state), "-j", "2")
+    first = run_index(str(corpus), "--state-dir", str(state), "-j", "2")
     assert first.returncode == 0, first.stderr + first.stdout
     assert "pdf/pdf" in first.stdout and "table/xlsx" in first.stdout, first.stdout
     assert first.stdout.splitlines()[-1].startswith("total"), first.stdout
-    plan = plan_read(DATA, state, timeout=5)
+    plan = plan_read(corpus, state, timeout=5)
     assert plan.local is not None
     try:
         pack = plan.local.read(f"{PDF}@intent=commercial airplane deliveries 2022").decode()
@@ -41,7 +60,7 @@ def test_index_shared_data_then_an_intent_read_is_warm(tmp_path: Path) -> None:
         assert plan.local.core.artifacts.parses == 0 and plan.local.core.artifacts.disk_loads == 1
     finally:
         plan.local.close()
-    again = run_index(str(DATA), "--state-dir", str(state))  # resumable: what is stored is loaded, not parsed
+    again = run_index(str(corpus), "--state-dir", str(state))  # resumable: what is stored is loaded, not parsed
     assert again.returncode == 0
     rows = {line.split()[0]: line.split()[1:] for line in again.stdout.splitlines()[2:]}
     assert rows["pdf/pdf"][1] == "0" and rows["pdf/pdf"][2] == rows["pdf/pdf"][0], again.stdout  # files, parsed, warm
@@ -104,16 +123,16 @@ def test_index_of_a_mount_warms_the_mounts_own_store(workspace: Path, tmp_path: 
         mountutil.stop(mount)
 
 
-def test_an_interrupted_index_resumes(tmp_path: Path) -> None:
+def test_an_interrupted_index_resumes(tmp_path: Path, corpus: Path) -> None:
     state = tmp_path / "state"
-    command = [sys.executable, "-m", "sparsefs", "index", str(DATA), "--state-dir", str(state), "-j", "2",
+    command = [sys.executable, "-m", "sparsefs", "index", str(corpus), "--state-dir", str(state), "-j", "2",
                "--no-progress"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert mountutil.wait_for(lambda: any((state / "index").rglob("*")), timeout=120)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1 and "interrupted" in out, out + err
-    again = run_index(str(DATA), "--state-dir", str(state))
+    again = run_index(str(corpus), "--state-dir", str(state))
     assert again.returncode == 0, again.stdout + again.stderr
     rows = {line.split()[0]: line.split()[1:] for line in again.stdout.splitlines()[2:] if line[:1].strip()}
     assert int(rows["total"][2].replace(",", "")) >= 1, again.stdout  # what was stored before ^C is warm now

@@ -157,4 +157,4 @@ console.log(n, bad);"""
         time.sleep(0.02)
     out, _ = reader.communicate(timeout=30)
     opens, short = (int(x) for x in out.split())
-    assert opens > 50 and short == 0
+    assert opens > 20 and short == 0  # 20+ packs rebuilt under a live writer (idle: ~150; 46 under a loaded CI)
