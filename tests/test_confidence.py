@@ -67,3 +67,20 @@ def test_the_calibration_refuses_samples_of_another_signal_set(tmp_path: Path) -
         _load(path)
     path.write_text(json.dumps({**row, "signals": list(np.linspace(0, 1, len(NAMES)))}) + "\n")
     assert _load(path)[0].signals.phrase == 1.0
+
+
+def test_the_threshold_is_the_lowest_probability_that_keeps_the_precision() -> None:
+    from calibrate_coverage import Sample, threshold
+
+    from readers.retrieval.confidence import Model
+
+    def sample(found: float, hit: bool, shown: bool = True) -> Sample:
+        return Sample("covidqa", "calibration", Signals(found, *([0.0] * (len(NAMES) - 1))), shown, hit)
+
+    by_found = Model((1.0, *([0.0] * (len(NAMES) - 1))), 0.0, 1.0, 0.0)  # p = sigmoid(found): ranks by found
+    hits = [sample(2.0 - i / 100, True) for i in range(30)]
+    misses = [sample(1.0 - i / 100, False) for i in range(5)]
+    unshown = [sample(1.5, False, shown=False)]  # can never say matched: left out of the precision
+    cut = threshold(by_found, [*hits, *misses, *unshown], 0.90)
+    assert cut == pytest.approx(by_found.probability(misses[2].signals))  # 30/33 = 90.9%; 30/34 falls below
+    assert threshold(by_found, hits[:20], 0.90) == 1.0  # fewer than 30 packs: nothing is promised
