@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 
 from readers.retrieval.bm25index import UnitIndex
-from readers.retrieval.confidence import NAMES, Signals, phrase_share, shipped_model, signals, status_of
+from readers.retrieval.confidence import NAMES, Model, Signals, phrase_share, shipped_model, signals, status_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+
+def _calibration(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """scripts/calibrate_coverage.py, imported without leaving its SPARSEFS_DENSE_WARMUP=0 behind."""
+    monkeypatch.setenv("SPARSEFS_DENSE_WARMUP", "0")
+    return importlib.import_module("calibrate_coverage")
 
 
 def test_phrase_counts_the_slots_term_pairs_that_stand_together() -> None:
@@ -57,8 +65,8 @@ def test_matched_needs_the_threshold_and_a_need_the_artifact_mentions() -> None:
     assert status_of(replace(strong, found=0.2), True)[0] == "unresolved"  # the artifact lacks the need
 
 
-def test_the_calibration_refuses_samples_of_another_signal_set(tmp_path: Path) -> None:
-    from calibrate_coverage import _load
+def test_the_calibration_refuses_samples_of_another_signal_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _load = _calibration(monkeypatch)._load
 
     row = {"set": "covidqa", "split": "calibration", "shown": True, "hit": True}
     path = tmp_path / "samples.jsonl"
@@ -69,10 +77,9 @@ def test_the_calibration_refuses_samples_of_another_signal_set(tmp_path: Path) -
     assert _load(path)[0].signals.phrase == 1.0
 
 
-def test_the_threshold_is_the_lowest_probability_that_keeps_the_precision() -> None:
-    from calibrate_coverage import Sample, threshold
-
-    from readers.retrieval.confidence import Model
+def test_the_threshold_is_the_lowest_probability_that_keeps_the_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    calibration = _calibration(monkeypatch)
+    Sample, threshold = calibration.Sample, calibration.threshold
 
     def sample(found: float, hit: bool, shown: bool = True) -> Sample:
         return Sample("covidqa", "calibration", Signals(found, *([0.0] * (len(NAMES) - 1))), shown, hit)
