@@ -157,7 +157,13 @@ def _save(path: Path, samples: Sequence[Sample]) -> None:
 
 
 def _load(path: Path) -> list[Sample]:
+    """Samples saved by ``--samples``; a file from another signal set is refused (its columns would be
+    fitted under the wrong names)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    stale = next((r for r in rows if len(r["signals"]) != len(NAMES)), None)
+    if stale is not None:
+        raise SystemExit(f"{path}: {len(stale['signals'])} signals per sample, this model has {len(NAMES)} "
+                         f"({', '.join(NAMES)}): collect them again without --from-samples")
     return [Sample(r["set"], r["split"], Signals(*r["signals"]), r["shown"], r["hit"]) for r in rows]
 
 
