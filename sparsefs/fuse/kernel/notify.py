@@ -97,8 +97,9 @@ class Notifier:
         to ``node``'s inode (one name of a hard-linked file may go while the others stay)."""
         if node.generated:
             return  # direct_io: no pages, and the name stays valid
-        if node.backing_id is None:
-            self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
+        # pages: a daemon-served or page-cache-opened file has some (sparsefs.fuse.kernel.files); for a
+        # file only ever read by passthrough the mapping is empty and this costs nothing
+        self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
         entry = self.ops.nodes.entry(path)
         if path == "/" or entry is None or self._still_names(path, node.ino):
             return
@@ -132,7 +133,7 @@ class Notifier:
     def _drop_everything(self) -> None:
         epoch = self.device.notify(k.NOTIFY_INC_EPOCH, b"")
         for node in self.ops.nodes.all_nodes():
-            offset = -1 if node.backing_id is not None or node.generated else 0
+            offset = -1 if node.generated else 0
             self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, offset, 0))
             if not epoch and node.parent:
                 for parent, name in ((node.parent, node.name), *node.aliases):

@@ -273,7 +273,9 @@ class KernelOps:
     # ---- files -------------------------------------------------------------
     def open(self, request: k.Request) -> bytes:
         flags, _ = k.OPEN_IN.unpack_from(request.body)
-        return self.files.open(self.nodes.get(request.nodeid), flags)
+        last = self._last.get(request.nodeid)  # the size the kernel holds: small files may use the page cache
+        size = None if last is None else last.st_size if isinstance(last, os.stat_result) else last.get("st_size")
+        return self.files.open(self.nodes.get(request.nodeid), flags, size)
 
     def create(self, request: k.Request) -> bytes:
         flags, mode, _umask, _ = k.CREATE_IN.unpack_from(request.body)
