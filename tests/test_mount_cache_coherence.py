@@ -164,3 +164,21 @@ def test_a_file_first_opened_write_only_reads_back(mirror: Mount) -> None:
     assert (mnt / "nested" / "w.txt").read_bytes() == b"written\n"
     assert (mnt / "README.md").read_bytes() == (mirror.source / "README.md").read_bytes()
     assert (mnt / "README.md").read_bytes().endswith(b"tail\n")
+
+
+def test_a_name_removed_through_the_mount_and_made_again_outside_appears(mirror: Mount) -> None:
+    """The watcher skips the echo of a removal made through the mount, never a later outside create."""
+    mnt, src = mirror.mountpoint, mirror.source
+    for rel in ("nested/again.txt", "nested/again-dir/f"):
+        (mnt / rel).parent.mkdir(exist_ok=True)
+        (mnt / rel).write_text("first\n")
+    os.unlink(mnt / "nested" / "again.txt")
+    os.unlink(mnt / "nested" / "again-dir" / "f")
+    os.rmdir(mnt / "nested" / "again-dir")
+    for _ in range(3):  # now remembered as absent (negative entries, kernel backend)
+        assert not (mnt / "nested" / "again.txt").exists() and not (mnt / "nested" / "again-dir").exists()
+    (src / "nested" / "again.txt").write_text("second\n")
+    (src / "nested" / "again-dir").mkdir()
+    assert within(lambda: (mnt / "nested" / "again.txt").exists() and (mnt / "nested" / "again-dir").is_dir())
+    assert (mnt / "nested" / "again.txt").read_text() == "second\n"
+    assert "again.txt" in listing(mnt / "nested")

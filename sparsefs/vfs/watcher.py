@@ -5,7 +5,9 @@ it reads events in batches, turns each into the path it names (relative to the
 source root) and calls ``on_change(rel)`` once per path per batch — for a name
 created, removed or renamed, its directory too (the kernel may cache the
 listing). The core then drops fingerprints and packs and asks the kernel to
-forget what it cached of the path.
+forget what it cached of the path. The echo of a removal made through the
+mount itself is skipped (``sparsefs.source.freshness.Echoes``): the kernel
+and the core have already dropped everything it would.
 
 Why not watchdog (used until issue 19): its pipeline handed every event through
 three threads and queues; on a 2-vCPU machine that cost the daemon's request
@@ -34,7 +36,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from sparsefs.source.freshness import INSTANCES_SYSCTL, Freshness, inotify_limit
+from sparsefs.source.freshness import INSTANCES_SYSCTL, Echoes, Freshness, inotify_limit
 
 if TYPE_CHECKING:
     from sparsefs.vfs.core import Core
@@ -73,6 +75,7 @@ class SourceWatcher:
         self.trouble: str | None = None
         self._on_change = on_change
         self._on_trouble = on_trouble
+        self.echoes: Echoes | None = None  # removals made through the mount: their echo is skipped
         self._started = False
         fd = int(_libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK))
         if fd < 0:
@@ -183,6 +186,8 @@ class SourceWatcher:
         rel = parent + b"/" + name if parent else name
         if mask & IN_ISDIR:
             self._directory_event(rel, mask, cookie)
+        if mask & IN_DELETE and self.echoes is not None and self.echoes.take(os.fsdecode(rel)):
+            return []  # removed through the mount: nothing cached to drop
         return [rel, parent] if mask & NAMESPACE else [rel]
 
     def _directory_event(self, rel: bytes, mask: int, cookie: int) -> None:
@@ -244,6 +249,7 @@ def watch_source(core: Core, path: str, enabled: bool) -> Freshness:
         return freshness
     try:
         watcher = SourceWatcher(path, core.on_source_change, lambda reason: _give_up(freshness, reason, path))
+        watcher.echoes = freshness.echoes
         watcher.start()
     except OSError as err:
         _count_directories_later(freshness, path)

@@ -110,12 +110,20 @@ class Notifier:
 
     def _new_name(self, parent: int, name: str, path: str) -> None:
         """A name the kernel knows nothing of changed: forget it as absent; if it is a new link to an inode
-        the kernel knows under another name, refresh that inode (inotify reports only the new name)."""
-        self._forget_name(parent, name)
+        the kernel knows under another name, refresh that inode (inotify reports only the new name).
+
+        A name that does not exist now needs nothing: the kernel holds no node for it, so at most a
+        negative entry, which is right (a create after this lstat brings its own event). That is the
+        echo of every unlink through the mount (rm -rf), where the entry's invalidation would wait
+        for the very directory lock the next unlink takes."""
         try:
             st = self.ops.core.root.lstat(path.lstrip("/"))
-        except OSError:
+        except FileNotFoundError:
             return
+        except OSError:
+            self._forget_name(parent, name)
+            return
+        self._forget_name(parent, name)
         node = self.ops.nodes.by_inode(st.st_dev, st.st_ino, st.st_mode) if st.st_nlink > 1 else None
         if node is not None:
             self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
