@@ -182,3 +182,17 @@ def test_a_name_removed_through_the_mount_and_made_again_outside_appears(mirror:
     assert within(lambda: (mnt / "nested" / "again.txt").exists() and (mnt / "nested" / "again-dir").is_dir())
     assert (mnt / "nested" / "again.txt").read_text() == "second\n"
     assert "again.txt" in listing(mnt / "nested")
+
+
+def test_a_page_cache_open_reads_its_file_after_the_name_is_gone(mirror: Mount) -> None:
+    """A page-cache open holds no fd until its first READ; unlinking or renaming over the name through
+    the mount must not leave it without one (its first open here was write-only)."""
+    mnt = mirror.mountpoint
+    for name, gone in (("u.txt", lambda p: os.unlink(p)), ("r.txt", lambda p: os.rename(mnt / "other.txt", p))):
+        (mnt / "other.txt").write_bytes(b"other\n")
+        fd = os.open(mnt / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, name.encode() * 100)
+        os.close(fd)
+        with open(mnt / name, "rb") as held:
+            gone(mnt / name)
+            assert held.read() == name.encode() * 100

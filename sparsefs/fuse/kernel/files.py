@@ -197,11 +197,8 @@ class FileOps:
         return k.OPEN_OUT.pack(fh, k.FOPEN_PASSTHROUGH, node.backing_id)
 
     def _page_cached_open(self, node: Node) -> bytes:
-        """A read-only open answered from the page cache (READs come from the keeper fd); under node.lock."""
-        if node.keeper_fd < 0 or not node.keeper_reads:  # let go (past the fd budget), or write-only
-            fd = self.core.root.open_regular(_need(self.nodes.path(node.nodeid))[1:], os.O_RDONLY)
-            _close(node.keeper_fd)
-            node.keeper_fd, node.keeper_reads = fd, True
+        """A read-only open answered from the page cache; under node.lock. No fd is needed until a READ
+        (a page the kernel lacks): a file past the fd budget reopens without a system call."""
         node.open_count += 1
         node.cached_opens += 1
         keep, node.pages_stale = not node.pages_stale, False
@@ -242,11 +239,28 @@ class FileOps:
         return self.core.read(None, size, offset, self._daemon_served(fh))
 
     def _read_pages(self, node: Node, offset: int, size: int) -> bytes:
-        """Fill the page cache of a page-cache open from the keeper fd (readable: see _page_cached_open)."""
+        """Fill the page cache of a page-cache open from a readable keeper fd (see ``hold_for_reading``)."""
         with node.lock:
+            self._readable_keeper(node)
             data = os.pread(node.keeper_fd, size, offset)
         self.core.stats.add("plain_bytes_read", len(data))
         return data
+
+    def hold_for_reading(self, node: Node) -> None:
+        """``node`` is about to lose its name (unlink, rename over): if page-cache opens may still read
+        it, hold a readable fd now, while the name still leads to it."""
+        with node.lock:
+            if node.cached_opens:
+                self._readable_keeper(node)
+
+    def _readable_keeper(self, node: Node) -> None:
+        """Under node.lock: the keeper is let go past the fd budget, and the first open's fd (which it
+        is) may be write-only; reopen it readable by path."""
+        if node.keeper_fd >= 0 and node.keeper_reads:
+            return
+        fd = self.core.root.open_regular(_need(self.nodes.path(node.nodeid))[1:], os.O_RDONLY)
+        _close(node.keeper_fd)
+        node.keeper_fd, node.keeper_reads = fd, True
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
         path = self.nodes.path(self.handle(fh).node.nodeid)

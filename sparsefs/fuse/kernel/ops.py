@@ -246,6 +246,7 @@ class KernelOps:
 
     def _remove(self, request: k.Request, remove: _PathOp) -> bytes:
         (path,) = self._child(request)
+        self._losing_name(path)
         remove(path)
         victim = self.nodes.detach(request.nodeid, path.rpartition("/")[2])
         if victim is not None and victim.parent == 0:  # its last name: let its space go (a hard link keeps it)
@@ -264,11 +265,19 @@ class KernelOps:
         old_name, new_name = k.split_names(request.body[skip:], 2)
         old, new = self._child_of(request.nodeid, old_name), self._child_of(new_parent, new_name)
         replaced = None if flags & _RENAME_EXCHANGE else self.nodes.find(new)
+        if replaced is not None and replaced.cached_opens:
+            self.files.hold_for_reading(replaced)
         self.core.rename(old, new, flags)
         self.nodes.rename(request.nodeid, old_name, new_parent, new_name, exchange=bool(flags & _RENAME_EXCHANGE))
         if replaced is not None and replaced.parent == 0:
             self.files.gone_from_tree(replaced)
         return b""
+
+    def _losing_name(self, path: str) -> None:
+        """A page-cache open of the file at ``path`` must still read it once the name is gone."""
+        node = self.nodes.find(path)
+        if node is not None and node.cached_opens:
+            self.files.hold_for_reading(node)
 
     # ---- files -------------------------------------------------------------
     def open(self, request: k.Request) -> bytes:
