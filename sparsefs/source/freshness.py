@@ -122,6 +122,11 @@ class Freshness:
         self._listeners: list[Callable[[], None]] = []
         self.echoes = Echoes()  # removals made through the mount (the watcher skips their echo)
 
+    def removed_here(self, rel: str) -> None:
+        """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo."""
+        if self.mode == INOTIFY:
+            self.echoes.expect(rel)
+
     def listen(self, on_unwatched: Callable[[], None]) -> None:
         """Call ``on_unwatched()`` when a watched mount switches to on-access checking (the kernel backend
         then drops the long-lived caches nothing would invalidate any more)."""

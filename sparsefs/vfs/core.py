@@ -335,12 +335,12 @@ class Core:
     def rmdir(self, path: str) -> None:
         rel = self._writable_rel(path)
         self.root.rmdir(rel)
-        self.freshness.echoes.expect(rel)
+        self.freshness.removed_here(rel)
 
     def unlink(self, path: str) -> None:
         rel = self._writable_rel(path)
         self.root.unlink(rel)
-        self.freshness.echoes.expect(rel)
+        self.freshness.removed_here(rel)
         self._source_changed(rel)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
