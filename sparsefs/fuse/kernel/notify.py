@@ -121,9 +121,11 @@ class Notifier:
         except FileNotFoundError:
             return
         except OSError:
+            st = None
+        if self.ops.cache.forget_absent(parent, name):  # only a name handed out as absent needs it
             self._forget_name(parent, name)
+        if st is None:
             return
-        self._forget_name(parent, name)
         node = self.ops.nodes.by_inode(st.st_dev, st.st_ino, st.st_mode) if st.st_nlink > 1 else None
         if node is not None:
             self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
@@ -140,6 +142,8 @@ class Notifier:
 
     def _drop_everything(self) -> None:
         epoch = self.device.notify(k.NOTIFY_INC_EPOCH, b"")
+        if epoch:
+            self.ops.cache.forget_all_absent()
         for node in self.ops.nodes.all_nodes():
             offset = -1 if node.generated else 0
             self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, offset, 0))

@@ -102,16 +102,24 @@ class KernelOps:
             try:
                 st = self.core.root.lstat(path[1:])
             except FileNotFoundError:
-                return self._absent()  # no '@': it cannot be a virtual name either
+                return self._absent(request.nodeid, name, path)  # no '@': it cannot be a virtual name either
             return self.real_entry(request.nodeid, name, st)
         return self._entry(request.nodeid, name, self.core.getattr(path))
 
-    def _absent(self) -> bytes:
-        """A negative entry the kernel may keep while the watcher would tell it otherwise; else ENOENT."""
-        timeout = self.cache.negative()
+    def _absent(self, parent: int, name: str, path: str) -> bytes:
+        """A negative entry the kernel may keep while the watcher would tell it otherwise; else ENOENT.
+
+        The name is remembered as absent before it is checked again: a create that the first check
+        missed and whose event found the name not yet remembered (so no invalidation) is seen here."""
+        timeout = self.cache.negative(parent, name)
         if not timeout:
             raise OSError(errno.ENOENT, "no such file")
-        return k.pack_negative_entry(timeout)
+        try:
+            st = self.core.root.lstat(path[1:])
+        except FileNotFoundError:
+            return k.pack_negative_entry(timeout)
+        self.cache.forget_absent(parent, name)
+        return self.real_entry(parent, name, st)
 
     def _plainly_real(self, parent: int, name: str) -> bool:
         """A name that can only be a real file: no '@', not the control tree (the hot path)."""
