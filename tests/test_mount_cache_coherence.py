@@ -130,3 +130,69 @@ def test_when_watching_stops_the_kernel_forgets_what_it_cached(workspace: Path, 
             assert within(lambda: (mnt / "nested" / "gone-later.txt").exists(), timeout=6)
     finally:
         mountutil.stop(mount)
+
+
+def test_small_files_read_again_stay_fresh(mirror: Mount) -> None:
+    """Read-only opens of small files use the page cache while watched (kernel backend, issue 19): an
+    outside rewrite that keeps the size and mtime's second is seen within the watcher's latency, and
+    writes through the mount at once, whether or not a reader holds the file open."""
+    mnt, src = mirror.mountpoint, mirror.source
+    for _ in range(2):
+        assert (mnt / "notes.txt").read_bytes() == (src / "notes.txt").read_bytes()  # pages now cached
+    data = (src / "notes.txt").read_bytes()
+    (src / "notes.txt").write_bytes(data.swapcase())  # same size
+    assert within(lambda: (mnt / "notes.txt").read_bytes() == data.swapcase())
+    with open(mnt / "notes.txt", "ab") as out:  # beside no reader: kernel passthrough
+        out.write(b"appended\n")
+    assert (mnt / "notes.txt").read_bytes() == data.swapcase() + b"appended\n"
+    with open(mnt / "notes.txt", "rb") as held:  # a page-cache open: writes beside it go through the daemon
+        with open(mnt / "notes.txt", "r+b") as out:
+            out.write(b"X")
+        assert held.read() == b"X" + (data.swapcase() + b"appended\n")[1:]
+    assert (src / "notes.txt").read_bytes()[:1] == b"X"
+
+
+def test_a_file_first_opened_write_only_reads_back(mirror: Mount) -> None:
+    """The first open of a node keeps its fd; a write-only one cannot serve the page cache's reads."""
+    mnt = mirror.mountpoint
+    fd = os.open(mnt / "nested" / "w.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"written\n")
+    os.close(fd)
+    fd = os.open(mnt / "README.md", os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"tail\n")
+    os.close(fd)
+    assert (mnt / "nested" / "w.txt").read_bytes() == b"written\n"
+    assert (mnt / "README.md").read_bytes() == (mirror.source / "README.md").read_bytes()
+    assert (mnt / "README.md").read_bytes().endswith(b"tail\n")
+
+
+def test_a_name_removed_through_the_mount_and_made_again_outside_appears(mirror: Mount) -> None:
+    """The watcher skips the echo of a removal made through the mount, never a later outside create."""
+    mnt, src = mirror.mountpoint, mirror.source
+    for rel in ("nested/again.txt", "nested/again-dir/f"):
+        (mnt / rel).parent.mkdir(exist_ok=True)
+        (mnt / rel).write_text("first\n")
+    os.unlink(mnt / "nested" / "again.txt")
+    os.unlink(mnt / "nested" / "again-dir" / "f")
+    os.rmdir(mnt / "nested" / "again-dir")
+    for _ in range(3):  # now remembered as absent (negative entries, kernel backend)
+        assert not (mnt / "nested" / "again.txt").exists() and not (mnt / "nested" / "again-dir").exists()
+    (src / "nested" / "again.txt").write_text("second\n")
+    (src / "nested" / "again-dir").mkdir()
+    assert within(lambda: (mnt / "nested" / "again.txt").exists() and (mnt / "nested" / "again-dir").is_dir())
+    assert (mnt / "nested" / "again.txt").read_text() == "second\n"
+    assert "again.txt" in listing(mnt / "nested")
+
+
+def test_a_page_cache_open_reads_its_file_after_the_name_is_gone(mirror: Mount) -> None:
+    """A page-cache open holds no fd until its first READ; unlinking or renaming over the name through
+    the mount must not leave it without one (its first open here was write-only)."""
+    mnt = mirror.mountpoint
+    for name, gone in (("u.txt", lambda p: os.unlink(p)), ("r.txt", lambda p: os.rename(mnt / "other.txt", p))):
+        (mnt / "other.txt").write_bytes(b"other\n")
+        fd = os.open(mnt / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, name.encode() * 100)
+        os.close(fd)
+        with open(mnt / name, "rb") as held:
+            gone(mnt / name)
+            assert held.read() == name.encode() * 100

@@ -215,6 +215,39 @@ def test_the_watcher_follows_directories_and_reports_names_with_their_directory(
         watcher.stop()  # twice is harmless
 
 
+def test_the_echo_of_a_removal_through_the_mount_is_skipped_once(tree: Path) -> None:
+    """rm -rf through the mount: the kernel and the core already dropped what each removal changed."""
+    changes: list[str] = []
+    watcher = SourceWatcher(str(tree), changes.append)
+    watcher.echoes = freshness.Echoes()
+    watcher.start()
+    try:
+        for name in ("one.txt", "two.txt"):
+            (tree / "a" / name).write_text("x")
+        assert wait_for(lambda: {"a/one.txt", "a/two.txt"} <= set(changes), timeout=2)
+        changes.clear()
+        watcher.echoes.expect("a/one.txt")  # as Core.unlink does
+        os.unlink(tree / "a" / "one.txt")
+        os.unlink(tree / "a" / "two.txt")  # removed outside: reported with its directory
+        assert wait_for(lambda: {"a/two.txt", "a"} <= set(changes), timeout=2)
+        assert "a/one.txt" not in changes
+        (tree / "a" / "one.txt").write_text("again")  # an outside create of the same name still comes
+        os.unlink(tree / "a" / "one.txt")  # and so does its removal: each echo is expected once
+        assert wait_for(lambda: changes.count("a/one.txt") >= 1, timeout=2)
+    finally:
+        watcher.stop()
+
+
+def test_echoes_expire() -> None:
+    echoes = freshness.Echoes()
+    echoes.expect("x")
+    assert echoes.take("x") and not echoes.take("x")
+    echoes.expect("y")
+    echoes.ECHO_S = -1.0
+    echoes.expect("z")
+    assert not echoes.take("z")
+
+
 def test_no_watch_means_checked_on_access(core: tuple[Core, Recorder], tree: Path) -> None:
     made, _ = core
     watch_source(made, str(tree), enabled=False)

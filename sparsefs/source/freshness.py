@@ -68,6 +68,40 @@ def suggested_watch_limit(needed: int, current: int | None) -> int:
     return 1 << (target - 1).bit_length()
 
 
+class Echoes:
+    """Names the mount itself removed, so the watcher can skip the echo of each removal; thread-safe.
+
+    The kernel already dropped what it cached of a name removed through the mount
+    (the entry and the directory's listing), and the core already dropped its
+    packs; the watcher's echo would only make the kernel re-ask for the
+    directory's attributes and take the directory's lock from the notifier while
+    the next unlink of an ``rm -rf`` waits for it (it doubled the command's
+    time). Each removal is expected once, for ``ECHO_S`` seconds: an outside
+    create or a second removal of that name still comes through.
+    """
+
+    ECHO_S = 5.0
+    LIMIT = 65_536
+
+    def __init__(self) -> None:
+        self._expected: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def expect(self, rel: str) -> None:
+        """``rel`` was just removed through the mount."""
+        with self._lock:
+            self._expected[rel] = time.monotonic() + self.ECHO_S
+            self._expected.move_to_end(rel)
+            while len(self._expected) > self.LIMIT:
+                self._expected.popitem(last=False)
+
+    def take(self, rel: str) -> bool:
+        """Is this removal of ``rel`` the echo of one made through the mount? (Each is taken once.)"""
+        with self._lock:
+            deadline = self._expected.pop(rel, None)
+        return deadline is not None and deadline >= time.monotonic()
+
+
 class Freshness:
     """The mode of one mount, and the on-access check; thread-safe."""
 
@@ -86,6 +120,12 @@ class Freshness:
         self._lock = threading.Lock()
         self._stoppers: list[Callable[[], None]] = []
         self._listeners: list[Callable[[], None]] = []
+        self.echoes = Echoes()  # removals made through the mount (the watcher skips their echo)
+
+    def removed_here(self, rel: str) -> None:
+        """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo."""
+        if self.mode == INOTIFY:
+            self.echoes.expect(rel)
 
     def listen(self, on_unwatched: Callable[[], None]) -> None:
         """Call ``on_unwatched()`` when a watched mount switches to on-access checking (the kernel backend

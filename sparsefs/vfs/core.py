@@ -333,11 +333,14 @@ class Core:
         self.root.mknod(self._writable_rel(path), mode, dev)
 
     def rmdir(self, path: str) -> None:
-        self.root.rmdir(self._writable_rel(path))
+        rel = self._writable_rel(path)
+        self.root.rmdir(rel)
+        self.freshness.removed_here(rel)
 
     def unlink(self, path: str) -> None:
         rel = self._writable_rel(path)
         self.root.unlink(rel)
+        self.freshness.removed_here(rel)
         self._source_changed(rel)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:

@@ -22,12 +22,14 @@ invalidated when their artifact changes, but they depend on more than the file.
 from __future__ import annotations
 
 import stat
+import threading
 
 from sparsefs.source.freshness import INOTIFY, Freshness
 
 LONG_S = 86_400.0
 SHORT_S = 5.0
 LIVE_S = 0.0
+ABSENT_LIMIT = 65_536  # names remembered as absent; past it, absent names are not cached at all
 
 
 class CachePolicy:
@@ -37,6 +39,8 @@ class CachePolicy:
         self.freshness = freshness
         self.root_dev = root_dev
         self.epoch = False  # the kernel accepts FUSE_NOTIFY_INC_EPOCH (set once at mount)
+        self._absent: set[tuple[int, str]] = set()  # (parent, name) handed out as negative entries
+        self._absent_lock = threading.Lock()
 
     def real(self, st_dev: int, nlink: int = 1, mode: int = 0) -> float:
         """Entry and attribute timeout of a real file or directory on device ``st_dev``.
@@ -47,6 +51,30 @@ class CachePolicy:
             return SHORT_S
         return LONG_S
 
-    def negative(self) -> float:
-        """How long a name the source lacks may be remembered as absent (0: not at all)."""
-        return LONG_S if self.epoch and self.freshness.mode == INOTIFY else 0.0
+    def negative(self, parent: int, name: str) -> float:
+        """How long the kernel may remember ``name`` in ``parent`` as absent (0: not at all).
+
+        Each name handed out as a negative entry is remembered, so a name created outside later is
+        invalidated only if the kernel may hold it as absent (``forget_absent``). That invalidation
+        takes the directory's lock, and while a LOOKUP building a pack holds it (seconds), the
+        waiting invalidation would hold every new lookup in that directory behind it."""
+        if not (self.epoch and self.freshness.mode == INOTIFY):
+            return 0.0
+        with self._absent_lock:
+            if len(self._absent) >= ABSENT_LIMIT:
+                return 0.0
+            self._absent.add((parent, name))
+        return LONG_S
+
+    def forget_absent(self, parent: int, name: str) -> bool:
+        """``name`` now exists: True if the kernel may still hold it as absent (it must be told)."""
+        with self._absent_lock:
+            if (parent, name) in self._absent:
+                self._absent.discard((parent, name))
+                return True
+        return False
+
+    def forget_all_absent(self) -> None:
+        """The kernel dropped every entry (``INC_EPOCH``): it holds no name as absent any more."""
+        with self._absent_lock:
+            self._absent.clear()

@@ -24,9 +24,23 @@ next read and pay an open, a BACKING_OPEN and their undoing each time. A file
 kept by backing id alone is reopened read-only from that id; what needs the
 file itself (``fstat`` of an open file, ``fsync``) then goes by its path.
 
+**Small files read while watched come from the page cache** (issue 19). Every
+passthrough read makes the kernel forget the file's cached atime
+(fs/fuse/passthrough.c, ``fuse_file_accessed``; Linux 6.18 does so even when
+the backing atime did not move), so the next ``stat``, ``git status`` or
+``fstat`` of that file costs a GETATTR round trip: after a ``grep -r``, one
+per file. Page-cache reads invalidate nothing once the pages are there. So a
+read-only open of a regular file of at most ``PAGE_CACHED_MAX`` bytes, while
+the source is watched (the watcher drops the pages of a file changed outside),
+is answered with ``FOPEN_KEEP_CACHE`` and no backing id: the first read costs
+one READ (served from the keeper fd), later ones none. The kernel forbids a
+passthrough open beside such an open, so while any is open every other open of
+the node is one too (a write then goes through the daemon and the page cache);
+after a passthrough write the next one drops the pages (no ``KEEP_CACHE``).
+
 Generated files (packs, control files), and files for which the kernel refused
 passthrough, are core handles answered with READ replies. A node never mixes
-the two kinds (the kernel forbids it).
+passthrough with the other kinds at once (the kernel forbids it).
 """
 
 from __future__ import annotations
@@ -44,7 +58,7 @@ from typing import Protocol, TypeVar
 
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import Node, NodeTable
-from sparsefs.source.freshness import check_kernel_open
+from sparsefs.source.freshness import INOTIFY, check_kernel_open
 from sparsefs.vfs.core import Core, OpenResult
 
 log = logging.getLogger("sparsefs.kernel")
@@ -52,6 +66,7 @@ log = logging.getLogger("sparsefs.kernel")
 _PASSTHROUGH_FH_BASE = 1 << 50  # above the core's fds and generated handles
 _WRITE_MODES = os.O_WRONLY | os.O_RDWR
 BACKED_LIMIT = 131_072  # idle files kept by backing id alone (kernel memory, no fd)
+PAGE_CACHED_MAX = 256 * 1024  # read-only opens of files up to this size use the page cache while watched
 T = TypeVar("T")
 
 
@@ -68,8 +83,9 @@ class Handle:
     """An open file as the kernel knows it."""
 
     node: Node
-    core_fh: int | None  # the core's fd or generated handle; None for a passthrough open
+    core_fh: int | None  # the core's fd or generated handle; None for a passthrough or page-cache open
     writable: bool
+    cached: bool = False  # a real file in the kernel's page-cache mode (counted in node.cached_opens)
 
 
 class FileOps:
@@ -91,7 +107,8 @@ class FileOps:
     def _by_passthrough(self, node: Node) -> bool:
         return not node.generated and (node.backing_id is not None or (self.passthrough and node.passthrough))
 
-    def open(self, node: Node, flags: int) -> bytes:
+    def open(self, node: Node, flags: int, size: int | None = None) -> bytes:
+        """``size``: the file's size as last handed out, if known (small files may use the page cache)."""
         # on-access mode only (sparsefs.source.freshness): may let go of a replaced file
         check_kernel_open(self.core.freshness, self, node)
         card = self._guard_card(node, flags)
@@ -99,16 +116,28 @@ class FileOps:
             return self._core_open(node, card, flags)
         if not self._by_passthrough(node):
             return self._core_open(node, self.core.open(_need(self.nodes.path(node.nodeid)), flags), flags)
+        writing = bool(flags & _WRITE_MODES)
         with node.lock:
             kept = node.backing_id is not None
-            path = None if kept and not flags & _WRITE_MODES else self.nodes.path(node.nodeid)
-            if not kept or (flags & _WRITE_MODES and path is not None):
+            path = None if kept and not writing else self.nodes.path(node.nodeid)
+            if not kept or (writing and (path is not None or node.cached_opens)):
                 result = self.core.open(_need(path), flags)  # the caller's own errors surface here
-                if result.direct_io or not self._adopt(node, result.fh):
+                if node.cached_opens and not result.direct_io:  # the kernel refuses passthrough beside them
+                    return self._cached_core_open(node, result, flags)
+                if result.direct_io or not self._adopt(node, result.fh, flags):
                     return self._core_open(node, result, flags)
-            reply = self._passthrough_open(node, flags)
+            from_pages = not writing and self._from_pages(node, size)
+            reply = self._page_cached_open(node) if from_pages else self._passthrough_open(node, flags)
         self._busy(node)
         return reply
+
+    def _from_pages(self, node: Node, size: int | None) -> bool:
+        """Serve this read-only open from the page cache? Always beside another such open (the kernel
+        refuses to mix); else for a small file while watched and not open by passthrough."""
+        if node.cached_opens:
+            return True
+        small = size is not None and size <= PAGE_CACHED_MAX
+        return small and node.open_count == 0 and self.core.freshness.mode == INOTIFY
 
     def _guard_card(self, node: Node, flags: int) -> OpenResult | None:
         """A guard card (sparsefs.guard.policy), served with direct_io; only while no passthrough open holds
@@ -130,14 +159,15 @@ class FileOps:
         if not self._by_passthrough(node):
             return self._core_open(node, result, flags)
         with node.lock:
-            if not self._adopt(node, result.fh):
+            if not self._adopt(node, result.fh, flags):
                 return self._core_open(node, result, flags)
             reply = self._passthrough_open(node, flags)
         self._busy(node)
         return reply
 
-    def _adopt(self, node: Node, fd: int) -> bool:
-        """Use ``fd`` for ``node`` (backing file, keeper) or close it; False if passthrough was refused."""
+    def _adopt(self, node: Node, fd: int, flags: int) -> bool:
+        """Use ``fd`` (opened with ``flags``) for ``node`` (backing file, keeper) or close it; False if
+        passthrough was refused."""
         if node.backing_id is None:
             try:
                 node.backing_id = self.device.backing_open(fd)
@@ -145,7 +175,7 @@ class FileOps:
                 self._refused(node, err)
                 return False
         if node.keeper_fd < 0:
-            node.keeper_fd = fd
+            node.keeper_fd, node.keeper_reads = fd, flags & os.O_ACCMODE != os.O_WRONLY
         else:
             os.close(fd)
         return True
@@ -161,8 +191,25 @@ class FileOps:
     def _passthrough_open(self, node: Node, flags: int) -> bytes:
         assert node.backing_id is not None
         node.open_count += 1
+        if flags & _WRITE_MODES:
+            node.pages_stale = True  # written beside the page cache: the next page-cache open drops it
         fh = self._add(Handle(node, None, bool(flags & _WRITE_MODES)), next(self._ids))
         return k.OPEN_OUT.pack(fh, k.FOPEN_PASSTHROUGH, node.backing_id)
+
+    def _page_cached_open(self, node: Node) -> bytes:
+        """A read-only open answered from the page cache; under node.lock. No fd is needed until a READ
+        (a page the kernel lacks): a file past the fd budget reopens without a system call."""
+        node.open_count += 1
+        node.cached_opens += 1
+        keep, node.pages_stale = not node.pages_stale, False
+        fh = self._add(Handle(node, None, False, cached=True), next(self._ids))
+        return k.OPEN_OUT.pack(fh, k.FOPEN_KEEP_CACHE if keep else 0, 0)
+
+    def _cached_core_open(self, node: Node, result: OpenResult, flags: int) -> bytes:
+        """A write open beside page-cache opens: through the daemon and the page cache; under node.lock."""
+        node.cached_opens += 1
+        fh = self._add(Handle(node, result.fh, bool(flags & _WRITE_MODES), cached=True), result.fh)
+        return k.OPEN_OUT.pack(fh, k.FOPEN_KEEP_CACHE, 0)
 
     def _core_open(self, node: Node, result: OpenResult, flags: int) -> bytes:
         fh = self._add(Handle(node, result.fh, bool(flags & _WRITE_MODES)), result.fh)
@@ -186,7 +233,34 @@ class FileOps:
         return None if handle is None else handle.core_fh
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
+        handle = self.handle(fh)
+        if handle.cached and handle.core_fh is None:
+            return self._read_pages(handle.node, offset, size)
         return self.core.read(None, size, offset, self._daemon_served(fh))
+
+    def _read_pages(self, node: Node, offset: int, size: int) -> bytes:
+        """Fill the page cache of a page-cache open from a readable keeper fd (see ``hold_for_reading``)."""
+        with node.lock:
+            self._readable_keeper(node)
+            data = os.pread(node.keeper_fd, size, offset)
+        self.core.stats.add("plain_bytes_read", len(data))
+        return data
+
+    def hold_for_reading(self, node: Node) -> None:
+        """``node`` is about to lose its name (unlink, rename over): if page-cache opens may still read
+        it, hold a readable fd now, while the name still leads to it."""
+        with node.lock:
+            if node.cached_opens:
+                self._readable_keeper(node)
+
+    def _readable_keeper(self, node: Node) -> None:
+        """Under node.lock: the keeper is let go past the fd budget, and the first open's fd (which it
+        is) may be write-only; reopen it readable by path."""
+        if node.keeper_fd >= 0 and node.keeper_reads:
+            return
+        fd = self.core.root.open_regular(_need(self.nodes.path(node.nodeid))[1:], os.O_RDONLY)
+        _close(node.keeper_fd)
+        node.keeper_fd, node.keeper_reads = fd, True
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
         path = self.nodes.path(self.handle(fh).node.nodeid)
@@ -237,15 +311,20 @@ class FileOps:
             return
         if handle.core_fh is not None:
             self.core.release(self.nodes.path(handle.node.nodeid), handle.core_fh)
+            if handle.cached:
+                with handle.node.lock:
+                    handle.node.cached_opens -= 1
             return
         path = self.nodes.path(handle.node.nodeid) if handle.writable else None
         if path is not None:
             self.core.source_written(path)  # passthrough writes never passed through us
-        self._closed_once(handle.node, detached=handle.node.parent == 0)
+        self._closed_once(handle, detached=handle.node.parent == 0)
 
-    def _closed_once(self, node: Node, detached: bool) -> None:
+    def _closed_once(self, handle: Handle, detached: bool) -> None:
+        node = handle.node
         with node.lock:
             node.open_count -= 1
+            node.cached_opens -= handle.cached
             if node.open_count > 0:
                 return
         if detached:

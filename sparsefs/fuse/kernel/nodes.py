@@ -43,7 +43,10 @@ class Node:
     generated: bool = False  # an EvidencePack or control file: built by the core, never passthrough
     backing_id: int | None = None  # kernel passthrough backing, one per node
     keeper_fd: int = -1  # an fd on the file while it is open: fstat/fsync/ftruncate reach the opened inode
-    open_count: int = 0  # passthrough handles the kernel holds on this node
+    keeper_reads: bool = False  # the keeper was opened readable (page-cache opens read through it)
+    open_count: int = 0  # passthrough and page-cache handles the kernel holds on this node
+    cached_opens: int = 0  # handles in the kernel's page-cache mode (no passthrough open may join them)
+    pages_stale: bool = False  # written by passthrough since the page cache was last dropped
     passthrough: bool = True  # False once passthrough failed here: a node never mixes the two modes
     key: tuple[int, int, int] | None = None  # (dev, ino, file type) of a shareable node
     aliases: tuple[Name, ...] = ()  # further names of a hard-linked file, beside (parent, name)

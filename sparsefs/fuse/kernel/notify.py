@@ -97,8 +97,9 @@ class Notifier:
         to ``node``'s inode (one name of a hard-linked file may go while the others stay)."""
         if node.generated:
             return  # direct_io: no pages, and the name stays valid
-        if node.backing_id is None:
-            self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
+        # pages: a daemon-served or page-cache-opened file has some (sparsefs.fuse.kernel.files); for a
+        # file only ever read by passthrough the mapping is empty and this costs nothing
+        self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
         entry = self.ops.nodes.entry(path)
         if path == "/" or entry is None or self._still_names(path, node.ino):
             return
@@ -109,11 +110,21 @@ class Notifier:
 
     def _new_name(self, parent: int, name: str, path: str) -> None:
         """A name the kernel knows nothing of changed: forget it as absent; if it is a new link to an inode
-        the kernel knows under another name, refresh that inode (inotify reports only the new name)."""
-        self._forget_name(parent, name)
+        the kernel knows under another name, refresh that inode (inotify reports only the new name).
+
+        A name that does not exist now needs nothing: the kernel holds no node for it, so at most a
+        negative entry, which is right (a create after this lstat brings its own event). That is the
+        echo of every unlink through the mount (rm -rf), where the entry's invalidation would wait
+        for the very directory lock the next unlink takes."""
         try:
             st = self.ops.core.root.lstat(path.lstrip("/"))
+        except FileNotFoundError:
+            return
         except OSError:
+            st = None
+        if self.ops.cache.forget_absent(parent, name):  # only a name handed out as absent needs it
+            self._forget_name(parent, name)
+        if st is None:
             return
         node = self.ops.nodes.by_inode(st.st_dev, st.st_ino, st.st_mode) if st.st_nlink > 1 else None
         if node is not None:
@@ -131,8 +142,10 @@ class Notifier:
 
     def _drop_everything(self) -> None:
         epoch = self.device.notify(k.NOTIFY_INC_EPOCH, b"")
+        if epoch:
+            self.ops.cache.forget_all_absent()
         for node in self.ops.nodes.all_nodes():
-            offset = -1 if node.backing_id is not None or node.generated else 0
+            offset = -1 if node.generated else 0
             self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, offset, 0))
             if not epoch and node.parent:
                 for parent, name in ((node.parent, node.name), *node.aliases):

@@ -102,16 +102,24 @@ class KernelOps:
             try:
                 st = self.core.root.lstat(path[1:])
             except FileNotFoundError:
-                return self._absent()  # no '@': it cannot be a virtual name either
+                return self._absent(request.nodeid, name, path)  # no '@': it cannot be a virtual name either
             return self.real_entry(request.nodeid, name, st)
         return self._entry(request.nodeid, name, self.core.getattr(path))
 
-    def _absent(self) -> bytes:
-        """A negative entry the kernel may keep while the watcher would tell it otherwise; else ENOENT."""
-        timeout = self.cache.negative()
+    def _absent(self, parent: int, name: str, path: str) -> bytes:
+        """A negative entry the kernel may keep while the watcher would tell it otherwise; else ENOENT.
+
+        The name is remembered as absent before it is checked again: a create that the first check
+        missed and whose event found the name not yet remembered (so no invalidation) is seen here."""
+        timeout = self.cache.negative(parent, name)
         if not timeout:
             raise OSError(errno.ENOENT, "no such file")
-        return k.pack_negative_entry(timeout)
+        try:
+            st = self.core.root.lstat(path[1:])
+        except FileNotFoundError:
+            return k.pack_negative_entry(timeout)
+        self.cache.forget_absent(parent, name)
+        return self.real_entry(parent, name, st)
 
     def _plainly_real(self, parent: int, name: str) -> bool:
         """A name that can only be a real file: no '@', not the control tree (the hot path)."""
@@ -246,6 +254,7 @@ class KernelOps:
 
     def _remove(self, request: k.Request, remove: _PathOp) -> bytes:
         (path,) = self._child(request)
+        self._losing_name(path)
         remove(path)
         victim = self.nodes.detach(request.nodeid, path.rpartition("/")[2])
         if victim is not None and victim.parent == 0:  # its last name: let its space go (a hard link keeps it)
@@ -264,16 +273,26 @@ class KernelOps:
         old_name, new_name = k.split_names(request.body[skip:], 2)
         old, new = self._child_of(request.nodeid, old_name), self._child_of(new_parent, new_name)
         replaced = None if flags & _RENAME_EXCHANGE else self.nodes.find(new)
+        if replaced is not None and replaced.cached_opens:
+            self.files.hold_for_reading(replaced)
         self.core.rename(old, new, flags)
         self.nodes.rename(request.nodeid, old_name, new_parent, new_name, exchange=bool(flags & _RENAME_EXCHANGE))
         if replaced is not None and replaced.parent == 0:
             self.files.gone_from_tree(replaced)
         return b""
 
+    def _losing_name(self, path: str) -> None:
+        """A page-cache open of the file at ``path`` must still read it once the name is gone."""
+        node = self.nodes.find(path)
+        if node is not None and node.cached_opens:
+            self.files.hold_for_reading(node)
+
     # ---- files -------------------------------------------------------------
     def open(self, request: k.Request) -> bytes:
         flags, _ = k.OPEN_IN.unpack_from(request.body)
-        return self.files.open(self.nodes.get(request.nodeid), flags)
+        last = self._last.get(request.nodeid)  # the size the kernel holds: small files may use the page cache
+        size = None if last is None else last.st_size if isinstance(last, os.stat_result) else last.get("st_size")
+        return self.files.open(self.nodes.get(request.nodeid), flags, size)
 
     def create(self, request: k.Request) -> bytes:
         flags, mode, _umask, _ = k.CREATE_IN.unpack_from(request.body)
