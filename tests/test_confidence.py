@@ -12,8 +12,11 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from readers.base import ReadIntent
+from readers.kit.source import MemorySource
 from readers.retrieval.bm25index import UnitIndex
 from readers.retrieval.confidence import NAMES, Model, Signals, phrase_share, shipped_model, signals, status_of
+from readers.text import TextReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
@@ -63,6 +66,20 @@ def test_matched_needs_the_threshold_and_a_need_the_artifact_mentions() -> None:
     assert status_of(strong, True)[0] == "matched"
     assert status_of(strong, False)[0] == "unresolved"  # nothing shown
     assert status_of(replace(strong, found=0.2), True)[0] == "unresolved"  # the artifact lacks the need
+    half = replace(strong, found=0.45)  # the model would promise it; half the need is not in the artifact
+    assert model.probability(half) >= model.matched and status_of(half, True)[0] == "candidate"
+    assert status_of(half, True, verbatim=True)[0] == "matched"  # the passages hold the slot as written
+
+
+def test_a_need_whose_rarest_words_the_report_lacks_is_not_promised() -> None:
+    """The demo report speaks of a truck fleet, never of zeppelins or airships."""
+    report = (Path(__file__).resolve().parents[1] / "sparsefs" / "demo" / "annual-report.md").read_bytes()
+    reader = TextReader()
+    parsed = reader.parse(MemorySource("annual-report.md", report))
+    cases = (("zeppelin/airship fleet size", {"candidate", "unresolved"}), ("R&D expenses 2023", {"matched"}))
+    for slot, expected in cases:
+        (coverage,) = reader.locate(parsed, ReadIntent(text=slot, slots=(slot,)), 1500).coverage
+        assert coverage.status in expected, (slot, coverage)
 
 
 def test_the_calibration_refuses_samples_of_another_signal_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

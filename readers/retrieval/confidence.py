@@ -62,6 +62,11 @@ _BROAD = re.compile(
 )
 FOUND_FLOOR = 0.35
 """Below this share of the slot's weight found anywhere in the artifact the slot is unresolved."""
+MATCHED_FOUND_FLOOR = 0.5
+"""Below this share a slot is at best a candidate, whatever the model says: the dev sets' questions are
+about their documents, so the model never learned what a need the artifact half lacks looks like
+("zeppelin fleet size" in a report on a truck fleet scored 0.72). Chosen on the calibration split:
+precision of "matched" 90.2% -> 91.7% for recall 61.1% -> 59.9%."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,8 @@ def status_of(
     p = chosen.probability(sig)
     if not shown_any or (sig.found < FOUND_FLOOR and not verbatim) or p < chosen.candidate:
         return "unresolved", p
-    return ("matched" if p >= chosen.matched else "candidate"), p
+    promised = p >= chosen.matched and (sig.found >= MATCHED_FOUND_FLOOR or verbatim)
+    return ("matched" if promised else "candidate"), p
 
 
 def judge(slot: str, sig: Signals, anchors: Sequence[str], closest: Sequence[str],
