@@ -753,13 +753,8 @@ def _git(*args: str) -> str:
                           check=False).stdout.rstrip("\n")
 
 
-def use_snapshot(rev: str) -> str:
-    """Serve every mount from an extracted copy of ``rev``'s packages, not the live tree.
-
-    Another engineer may be editing sparsefs/ while a run takes minutes; the
-    daemons import from PYTHONPATH (ahead of the editable install's finder), so
-    every mount of the run runs exactly this commit. Returns 'git <hash>'.
-    """
+def snapshot_dir(rev: str) -> tuple[str, Path]:
+    """(full hash, directory) of ``rev``'s committed packages, extracted once and reused."""
     full = _git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
     if not full:
         raise BenchError(f"unknown git revision {rev}")
@@ -771,6 +766,17 @@ def use_snapshot(rev: str) -> str:
                                  capture_output=True, timeout=60, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, timeout=60, check=True)
         os.replace(tmp, dest)
+    return full, dest
+
+
+def use_snapshot(rev: str) -> str:
+    """Serve every mount from an extracted copy of ``rev``'s packages, not the live tree.
+
+    Another engineer may be editing sparsefs/ while a run takes minutes; the
+    daemons import from PYTHONPATH (ahead of the editable install's finder), so
+    every mount of the run runs exactly this commit. Returns 'git <hash>'.
+    """
+    full, dest = snapshot_dir(rev)
     os.environ["PYTHONPATH"] = str(dest)
     where = subprocess.run([str(VENV_PY), "-c", "import sparsefs; print(sparsefs.__file__)"], capture_output=True,
                            text=True, timeout=30, check=False, cwd="/").stdout.strip()

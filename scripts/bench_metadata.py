@@ -56,12 +56,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fuse import snapshot_dir
+
 REPO = Path(__file__).resolve().parents[1]
 ROOT = Path("/tmp/sparsefs-bench")
 TRACEFS = Path("/sys/kernel/tracing")
 RARE = "quizzaciously"
 TREES = {"10k": (400, 20, 2000), "50k": (2000, 20, 10000)}  # directories, files per directory, ignored files
-PACKAGES = ("sparsefs", "readers", "gate")
 OPCODES = {
     1: "LOOKUP", 2: "FORGET", 3: "GETATTR", 4: "SETATTR", 5: "READLINK", 9: "MKDIR", 10: "UNLINK", 11: "RMDIR",
     12: "RENAME", 14: "OPEN", 15: "READ", 16: "WRITE", 17: "STATFS", 18: "RELEASE", 22: "GETXATTR",
@@ -150,17 +152,7 @@ class System:
 
 def snapshot(rev: str) -> Path:
     """The committed packages of ``rev``, extracted once: what a mount of that revision runs."""
-    full = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
-                          capture_output=True, text=True, check=True, timeout=30).stdout.strip()
-    dest = ROOT / f"code-{full[:12]}"
-    if not dest.exists():
-        tmp = ROOT / f"code-{full[:12]}.tmp{os.getpid()}"
-        tmp.mkdir(parents=True)
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", full, *PACKAGES],
-                                 capture_output=True, timeout=60, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, timeout=60, check=True)
-        os.replace(tmp, dest)
-    return dest
+    return snapshot_dir(rev)[1]
 
 
 @contextmanager
