@@ -18,10 +18,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate import Budget
+from readers.actions import Episode as Role
+from readers.actions import named
 from sparsefs.protocol.pack import display_name
 from sparsefs.store.state import MAX_EPISODES_LOADED, StateDB
 
-CONTINUING_ACTIONS = frozenset({"refine", "verify", "focus", "full"})
+CONTINUING_ACTIONS = named(episode=Role.CONTINUES)  # readers.actions: refine, verify, focus, full
 
 
 @dataclass

@@ -35,7 +35,6 @@ from readers.selection import (
 from sparsefs.artifacts.warmup import DenseWarmer
 from sparsefs.artifacts.warmup import enabled as warmup_enabled
 
-SELECTED_ACTIONS = frozenset({"intent", "collect"})  # a new objective: refine/verify keep the episode's choice
 MAX_TALLIES = 1_000
 
 
