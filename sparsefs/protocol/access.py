@@ -112,10 +112,7 @@ class Protocol:
         artifact = self.artifacts.load(rel)
         length = len(artifact.parsed.full_view)
         with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
-            before = self.episodes.current_id(rel)
             episode = self._ensure(artifact, "full", "plain read")
-            if before is not None and before != episode.id:
-                self.chooser.settle(before)
             episode.reads += 1
             admission = deliver_full_view(episode.budget)
             episode.budget, episode.retired = admission.budget, True
@@ -146,10 +143,7 @@ class Protocol:
         if held is not None:
             return self._within_full_view(artifact, request, held, flags, resolved)
         objective = resolved.text or request.argument or ""
-        before = self.episodes.current_id(artifact.rel)
         episode = self._ensure(artifact, request.action, objective)
-        if before is not None and before != episode.id:
-            self.chooser.settle(before)
         episode.reads += 1
         if request.action in ("full", "scout") or self._fits_natively(artifact, request):
             return self._full_view(artifact, request, episode, flags)
@@ -163,7 +157,6 @@ class Protocol:
             if selection is not None:
                 episode.method = selection.method
             served = self._sparse(artifact, request, episode, flags, replace(resolved, method=episode.method))
-        self.chooser.record(episode.id, selection, served.exposed_chars)
         if selection is not None:  # shown by JSON and verbose only: the text (and what the Gate counted) stays
             served.pack.configuration = selection.describe()
             served = replace(served, text=served_as(served.pack, served.text, request.format))
