@@ -183,14 +183,9 @@ class FolderReader(Reader):
 
     # -- locate --------------------------------------------------------------------
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
+    def locate(self, parsed: Parsed, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]] = (),
+               k: int | None = None) -> Batch:
+        """Each chosen member located by its own Reader with the whole budget; the best passages kept."""
         col = _collection(parsed)
         slots = intent.slots or (intent.text,)
         chosen = _candidates(col, intent, k)

@@ -35,9 +35,8 @@ import random
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 
@@ -64,8 +63,9 @@ Made = tuple[str, tuple[int, int]]  # a question and its evidence span
 _IDENTIFYING = re.compile(r"^[\w .,'&/-]{3,60}$")
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
+    """One question about a record of ``file`` (the ``n``-th drawn there), and where the record is."""
+
     family: str
     file: str
     n: int
@@ -243,7 +243,7 @@ def answer(reader: Reader, parsed: Parsed, request: Request) -> dict[str, Any]:
     spans = [(i.anchor.char_start, i.anchor.char_end) for i in batch.items if i.anchor.char_end > i.anchor.char_start]
     got = covered(request.evidence, spans)
     status = batch.coverage[0].status if batch.coverage else "unresolved"
-    return {**asdict(request), "split": request.split, "reader": reader.name, "hit": got >= HIT,
+    return {**request._asdict(), "split": request.split, "reader": reader.name, "hit": got >= HIT,
             "share": round(got, 3), "status": status, "confidence": batch.coverage[0].confidence if batch.coverage
             else None, "method": batch.scope.method, "passages": len(batch.items)}
 
