@@ -86,6 +86,7 @@ class Episode:
         b = self.budget
         return {
             "id": self.id,
+            "number": self.number,
             "artifact": display_name(self.artifact),
             "fingerprint": self.fingerprint,
             "objective": self.objective,
@@ -106,7 +107,7 @@ class Episode:
     def to_record(self) -> dict[str, Any]:
         """Everything needed to restore the episode (JSON-safe; the path stays as the core sees it)."""
         return self.to_json() | {"artifact_rel": self.artifact, "spans": self.spans, "passages": self.passages,
-                                 "detached": self.detached, "method": self.method, "number": self.number}
+                                 "detached": self.detached, "method": self.method}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Episode:
