@@ -33,8 +33,8 @@ from sparsefs.protocol.pack import display_name
 from sparsefs.store.state import MAX_EPISODES_LOADED, StateDB
 
 CONTINUING_ACTIONS = named(episode=Role.CONTINUES)  # readers.actions: refine, verify, focus, full
-ID_CHARS = 5
-"""Base-36 characters of an episode id after its 'e': 60 million ids, a collision is probed past."""
+ID_CHARS = 4
+"""Base-36 characters of an episode id after its 'e': 1.7 million ids, a collision is probed past."""
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
