@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from readers.actions import PROTOCOL_ACTIONS
+
 if TYPE_CHECKING:
     from readers.ops import Operation
 
@@ -131,7 +133,13 @@ class EvidenceItem:
 @dataclass(frozen=True)
 class SlotCoverage:
     """Whether a slot has evidence, never an answer: ``matched`` (very likely among ``anchors``, a calibrated
-    promise), ``candidate`` (the best passages found, not promised) or ``unresolved``."""
+    promise), ``candidate`` (the best passages found, not promised) or ``unresolved``.
+
+    Only the calibrated judge (``readers.retrieval.confidence.judge``) says ``matched``, for a Reader family
+    it was calibrated on; ``judged_by`` names what decided the state (the family whose calibration judged
+    it, ``stance`` for verify's lexical stance rule, the one exception), so the conformance suite can
+    check every ``matched`` against the judge. ``verbatim``: the passages were found by the slot's words as
+    written (the judge then needs no share of its weight in the index)."""
 
     slot: str
     status: Literal["matched", "candidate", "unresolved"]
@@ -139,6 +147,9 @@ class SlotCoverage:
     candidates: tuple[str, ...] = ()
     confidence: float | None = None  # the calibrated probability the evidence is among ``anchors``
     signals: tuple[float, ...] = ()  # what it was computed from (readers.retrieval.confidence.Signals)
+    judged_by: str = ""
+    verbatim: bool = False
+    leads: tuple[str, ...] = ()  # candidates the Reader points at on purpose (a statement page no passage cites)
 
 
 @dataclass(frozen=True)
@@ -206,7 +217,8 @@ class CostProfile:
 class Reader(ABC):
     """One artifact family. Subclasses declare what they handle and cost.
 
-    ``actions`` are the protocol actions it serves (intent, scout, focus, ...);
+    ``actions`` are the protocol actions it serves (intent, scout, focus, ...; by default every one of
+    ``readers.actions``, the table that says what each needs and which Readers must answer it);
     ``operations`` are the exact operations of :mod:`readers.ops` it answers in
     :meth:`operate`; ``methods`` the location methods its ``locate`` honours
     (the selector of issue 6 only picks among these); ``magic`` are byte prefixes that identify the family
@@ -218,7 +230,7 @@ class Reader(ABC):
     name: str = "reader"
     extensions: frozenset[str] = frozenset()
     magic: tuple[bytes, ...] = ()
-    actions: frozenset[str] = frozenset()
+    actions: frozenset[str] = PROTOCOL_ACTIONS
     operations: frozenset[str] = frozenset()
     methods: frozenset[str] = frozenset({"bm25"})  # location methods ``locate`` honours (ReadIntent.method)
     max_bytes: int = 64 * 1024 * 1024
@@ -255,6 +267,12 @@ class Reader(ABC):
     @abstractmethod
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         """The anchored region, whole; raise BadAnchor when it does not resolve."""
+
+    def widen(self, parsed: Parsed, anchor: str) -> list[str]:
+        """Anchors around ``anchor``, widest first, for a suggested ``@focus`` (``sparsefs.protocol.steps``
+        keeps the widest whose focus fits): lines of context around a line range, a PDF passage's page.
+        Never ``anchor`` itself, which the pack already shows; none for anchors the Reader cannot widen."""
+        return []
 
     def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
         """An exact operation over ALL records; items hold results with provenance anchors.

@@ -29,7 +29,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -123,7 +123,6 @@ class FolderReader(Reader):
 
     name = "folder"
     extensions = frozenset({"/"})
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     cost = CostProfile(parse_ms_per_mb=60.0, per_call_chars=200, full_view_ratio=0.5)
     methods = frozenset(METHODS)  # passed on to each member whose Reader has the method
 
@@ -184,14 +183,9 @@ class FolderReader(Reader):
 
     # -- locate --------------------------------------------------------------------
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
+    def locate(self, parsed: Parsed, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]] = (),
+               k: int | None = None) -> Batch:
+        """Each chosen member located by its own Reader with the whole budget; the best passages kept."""
         col = _collection(parsed)
         slots = intent.slots or (intent.text,)
         chosen = _candidates(col, intent, k)
@@ -228,6 +222,18 @@ class FolderReader(Reader):
             return Batch((item,), Scope(1, "files", "focus", view.chars))
         batch = reader.focus(member, rest)
         return Batch(tuple(_shifted(view, i) for i in batch.items), batch.scope, batch.coverage, batch.flags)
+
+    def widen(self, parsed: Parsed, anchor: str) -> list[str]:
+        """A member's own widenings of its anchor, then the whole member."""
+        col = _collection(parsed)
+        try:
+            view, rest = _split_anchor(col, anchor.strip())
+        except BadAnchor:
+            return []
+        if not rest:
+            return []
+        reader, member = col.readers[view.rel]
+        return [*(f"{view.rel}:{a}" for a in reader.widen(member, rest)), view.rel]
 
 
 # -- parsing helpers -------------------------------------------------------------------
@@ -357,20 +363,22 @@ def _shifted(view: MemberView, item: EvidenceItem) -> EvidenceItem:
 def _merged_coverage(
     slot: str, j: int, coverages: list[tuple[MemberView, tuple[SlotCoverage, ...]]], kept: set[str]
 ) -> SlotCoverage:
-    """The best state a member earned with passages that were sent (matched, else candidate); a member's
-    passage the budget left out is a candidate to focus on."""
+    """The best state a member's judge gave with passages that were sent (matched, else candidate), with
+    that member's judgement (so the promise stays the judge's); a member's passage the budget left out is
+    a candidate to focus on."""
     anchors: list[str] = []
     candidates: list[str] = []
-    promised = False
+    judged: SlotCoverage | None = None
     for view, coverage in coverages:
         if j < len(coverage):
-            for anchor in coverage[j].anchors:
-                label = f"{view.rel}:{anchor}"
-                (anchors if label in kept else candidates).append(label)
-                promised |= label in kept and coverage[j].status == "matched"
+            sent = [f"{view.rel}:{a}" for a in coverage[j].anchors if f"{view.rel}:{a}" in kept]
+            anchors += sent
+            candidates += [f"{view.rel}:{a}" for a in coverage[j].anchors if f"{view.rel}:{a}" not in kept]
+            if sent and (judged is None or (coverage[j].status == "matched" and judged.status != "matched")):
+                judged = coverage[j]
             candidates += [f"{view.rel}:{c}" for c in coverage[j].candidates if f"{view.rel}:{c}" not in kept]
-    if anchors:
-        return SlotCoverage(slot, "matched" if promised else "candidate", tuple(anchors))
+    if judged is not None:
+        return replace(judged, slot=slot, anchors=tuple(anchors), candidates=(), leads=())
     return SlotCoverage(slot, "unresolved", candidates=tuple(candidates[:3]))
 
 

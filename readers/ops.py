@@ -49,13 +49,13 @@ from typing import Any, Literal
 
 import regex  # type: ignore[import-untyped]
 
+from readers.actions import OPERATIONS as OPERATIONS  # the actions table lists the exact operations
 from readers.base import ReaderError
 
 Comparison = Literal["=", "!=", ">", ">=", "<", "<="]
 Operator = Literal["=", "!=", ">", ">=", "<", "<=", "~"]
 
 AGGREGATES: frozenset[str] = frozenset({"sum", "mean", "min", "max", "count", "distinct"})
-OPERATIONS: frozenset[str] = AGGREGATES | frozenset({"rows", "path", "filter"})
 NEEDS_TARGET: frozenset[str] = frozenset({"sum", "mean", "min", "max", "distinct", "path"})
 TAKES_TARGET: frozenset[str] = NEEDS_TARGET | frozenset({"count", "rows", "filter"})
 OPERATION_OPTIONS: frozenset[str] = frozenset({"where", "by", "cols", "rows", "sheet", "since", "until"})

@@ -16,8 +16,9 @@ Two sources, two lifetimes:
 - reliability (successes / trials) comes from the shipped table
   ``readers/calibration.json`` and is never updated at run time: behavioural
   signals say nothing about whether evidence was correct;
-- cost estimates start from the same table and are updated online from read
-  outcomes by :class:`CostBook` (thread-safe running means).
+- cost estimates come from the same table (:class:`CostBook`) and, like
+  reliability, never move at run time: a choice that learned from earlier reads
+  would make a pack depend on what was asked before it (issue 27).
 
 Rules, in order:
 
@@ -63,8 +64,6 @@ Z95 = 1.959963984540054
 """Two-sided 95% normal quantile."""
 PER_CALL_CHARS = 160
 """Fixed per-call overhead in characters (pack header, anchors): the Text Reader's CostProfile."""
-PRIOR_WEIGHT = 20
-"""Calibration observations a cost mean is worth at most against online ones, so costs can move."""
 SCHEMA = 1
 TABLE_FILE = "calibration.json"
 
@@ -271,49 +270,24 @@ def load_table() -> CalibrationTable:
 
 
 class CostBook:
-    """Running means of exposed and follow-up characters per (group, configuration).
+    """Mean exposed and follow-up characters per (group, configuration), as calibration measured them.
 
-    Seeded from the calibration table (weight at most :data:`PRIOR_WEIGHT`),
-    updated by :meth:`observe`. Thread-safe.
+    Fixed for the life of the process: a read's outcome never changes which configuration the next read
+    gets, so a pack is a function of the artifact version, the request and the episode state, not of what
+    was asked before (issue 27: online means made 26 of 731 questions' packs depend on their order). The
+    paper's online cost update is left out on purpose; calibration re-measures costs instead.
     """
 
     def __init__(self, table: CalibrationTable, overhead: int = PER_CALL_CHARS) -> None:
         self.overhead = overhead
-        self._lock = threading.Lock()
-        self._means: dict[tuple[str, str], tuple[float, float, int]] = {
-            key: (cell.mean_exposed, cell.mean_follow_up, min(cell.n, PRIOR_WEIGHT))
-            for key, cell in table.cells.items()
-            if cell.n
-        }
-        self._calibrated = frozenset(self._means)
-
-    def observe(self, group: RequestGroup, config: Configuration, exposed_chars: int, follow_up_chars: int) -> None:
-        """Fold one read outcome into the running means (never into reliability).
-
-        Only the exposure of the read moves online. Its follow-up cannot be
-        measured the way calibration measures it (refines until the evidence
-        is found, else the full view): online, a miss is invisible and an
-        episode often ends without one, so observed follow-ups would only ever
-        shrink the chosen configuration's cost and entrench it. The calibrated
-        follow-up stays; ``follow_up_chars`` is kept for groups calibration
-        never saw.
-        """
-        key = (group.key, config.key)
-        with self._lock:
-            exposed, follow, n = self._means.get(key, (0.0, 0.0, 0))
-            calibrated = key in self._calibrated
-            n += 1
-            exposed += (exposed_chars - exposed) / n
-            follow = follow if calibrated else follow + (follow_up_chars - follow) / n
-            self._means[key] = (exposed, follow, n)
+        self._means = {key: (cell.mean_exposed, cell.mean_follow_up) for key, cell in table.cells.items() if cell.n}
 
     def estimate(self, group: RequestGroup, config: Configuration) -> float | None:
-        """Estimated characters of one read; None when nothing was ever measured."""
-        with self._lock:
-            found = self._means.get((group.key, config.key))
+        """Estimated characters of one read; None when calibration never measured it."""
+        found = self._means.get((group.key, config.key))
         if found is None:
             return None
-        exposed, follow, _ = found
+        exposed, follow = found
         return exposed + self.overhead + follow
 
 

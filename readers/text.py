@@ -14,9 +14,9 @@ a hint; parsing is linear in the size (see ``readers.retrieval.segment``).
 from __future__ import annotations
 
 import codecs
+import functools
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,24 +28,13 @@ from readers.base import (
     CostProfile,
     EvidenceItem,
     Parsed,
-    Reader,
-    ReadIntent,
     Scope,
-    SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.kit.anchors import anchor_span, segmentation_of
+from readers.kit.anchors import anchor_span, segmentation_of, widen_lines
 from readers.kit.bounded import BoundedLines, shorten
-from readers.retrieval.bm25index import (
-    Offsets,
-    Scores,
-    Selection,
-    UnitIndex,
-    blocked_mask,
-    content_tokens,
-)
-from readers.retrieval.confidence import judge, signals
-from readers.retrieval.methods import METHODS, choose_units, rank_units
+from readers.retrieval.bm25index import Offsets, UnitIndex
+from readers.retrieval.locate import RankingReader, UnitView
 from readers.retrieval.segment import Heading, Positions, Segmentation, bisect, segment, strip_span
 
 _MARKDOWN = frozenset({".md", ".markdown"})
@@ -81,13 +70,11 @@ def extension_of(name: str) -> str:
     return base[dot:].lower() if dot > 0 else ""
 
 
-class TextReader(Reader):
+class TextReader(RankingReader):
     """Plain text, markdown and source files; any UTF-8 file without NUL bytes."""
 
     name = "text"
     # no extensions: the registry's fallback, for any UTF-8 file no other Reader takes
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
-    methods = frozenset(METHODS)
     max_bytes = 32 * 1024 * 1024
     cost = CostProfile(parse_ms_per_mb=120.0, per_call_chars=160, full_view_ratio=1.0)  # 3.7 MiB of qmsum: 0.45 s
 
@@ -122,42 +109,30 @@ class TextReader(Reader):
             },
         )
 
-    # -- locate ----------------------------------------------------------------
+    # -- locate: the pipeline's hooks (readers.retrieval.locate) ---------------
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
-        slots = intent.slots or (intent.text,)
-        view = scoped_view(parsed, intent.scope)
-        contents = [content_tokens(slot) for slot in slots]
-        if not any(contents):
-            coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
-            return Batch((), view.scope, coverage, flags=("no-content-words",))
-        blocked = blocked_mask(view.starts, view.ends, exclude)
-        searched = {j: slot for j, slot in enumerate(slots) if contents[j]}
-        units = (view.starts, view.ends, view.first)
-        index = unit_index_of(parsed)
-        scores = rank_units(parsed, index, units, intent, searched, blocked)
-        items = passage_items(parsed, choose_units(scores, index, units, blocked, max_chars, k))
-        coverage = tuple(
-            slot_coverage(parsed, view, slot, j, contents[j], scores.raw.get(j), items, scores.verbatim)
-            for j, slot in enumerate(slots)
-        )
-        return Batch(tuple(items), replace(view.scope, method=scores.method), coverage, scores.flags)
+    def units(self, parsed: Parsed, scope: str | None) -> UnitView:
+        """Sentences (line groups for code and data), all or those inside ``&scope=`` (clipped to it)."""
+        return scoped_view(parsed, scope, self.unit_word(parsed))
+
+    def anchor(self, parsed: Parsed, view: UnitView, run: Sequence[int]) -> Anchor:
+        return line_anchor(parsed, int(view.starts[run[0]]), int(view.ends[run[-1]]))
+
+    def unit_word(self, parsed: Parsed) -> str:
+        """What the scope calls a unit."""
+        prose = parsed.kind in ("markdown", "text") and not segmentation_of(parsed).coarse
+        return "sentences" if prose else "line groups"
+
+    def widen(self, parsed: Parsed, anchor: str) -> list[str]:
+        return widen_lines(anchor, len(segmentation_of(parsed).line_starts), len(parsed.full_view))
 
     # -- focus -----------------------------------------------------------------
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         start, end = anchor_span(parsed, anchor, "@focus=")
-        item = _item(parsed, start, end, score=0.0, slots=())
-        lines = (item.anchor.line_end or 0) - (item.anchor.line_start or 0) + 1
-        scope = Scope(lines, "lines", "focus", end - start)
-        return Batch((item,), scope)
+        found = line_anchor(parsed, start, end)
+        lines = (found.line_end or 0) - (found.line_start or 0) + 1
+        return Batch((EvidenceItem(found, parsed.full_view[start:end]),), Scope(lines, "lines", "focus", end - start))
 
     # -- preview ---------------------------------------------------------------
 
@@ -169,7 +144,7 @@ class TextReader(Reader):
         text = parsed.full_view
         out.add(
             f"{parsed.kind} file: {len(text):,} chars, {len(seg.line_starts):,} lines, "
-            f"{len(seg.units):,} {_unit_word(parsed)}"
+            f"{len(seg.units):,} {self.unit_word(parsed)}"
         )
         outline = BoundedLines(out.room() * 3 // 5 if len(seg.line_starts) else out.room())  # leave room for lines
         outline_lines(outline, seg.headings, seg.headings_dropped)
@@ -231,37 +206,17 @@ def unit_index_of(parsed: Parsed) -> UnitIndex:
     return index
 
 
-def _unit_word(parsed: Parsed) -> str:
-    prose = parsed.kind in ("markdown", "text") and not segmentation_of(parsed).coarse
-    return "sentences" if prose else "line groups"
-
-
 # -- scope -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ScopedView:
-    """The units a locate may pick from: all of them, or those inside ``&scope=``.
-
-    ``first`` is the index of the view's first unit among all units; the edge
-    units of a scope are clipped to it.
-    """
-
-    starts: Offsets
-    ends: Offsets
-    first: int
-    scope: Scope
-
-    def part(self, scores: Scores) -> Scores:
-        """Per-unit values of all units, restricted to the view."""
-        return scores[self.first : self.first + len(self.starts)]
-
-
-def scoped_view(parsed: Parsed, spec: str | None) -> ScopedView:
+def scoped_view(parsed: Parsed, spec: str | None, unit: str) -> UnitView:
+    """The units a locate may pick from: all of them, or those inside ``&scope=`` (``L10-400``,
+    ``#Heading``), the edge units clipped to it."""
     starts, ends = parsed.data["unit_starts"], parsed.data["unit_ends"]
-    unit = _unit_word(parsed)
+    index = functools.partial(unit_index_of, parsed)
     if spec is None:
-        return ScopedView(starts, ends, 0, Scope(len(starts), unit, _METHOD, len(parsed.full_view)))
+        scope = Scope(len(starts), unit, _METHOD, len(parsed.full_view))
+        return UnitView(starts, ends, 0, scope, index, span=(0, len(parsed.full_view)))
     lo, hi = anchor_span(parsed, spec, "&scope=")
     first = int(np.searchsorted(ends, lo, side="right"))
     last = int(np.searchsorted(starts, hi, side="left"))
@@ -269,7 +224,7 @@ def scoped_view(parsed: Parsed, spec: str | None) -> ScopedView:
     if len(starts):
         first, starts, ends = _clip(parsed.full_view, starts, ends, lo, hi, first)
     scope = Scope(len(starts), unit, _METHOD, hi - lo, note=f"scope {spec.strip()}")
-    return ScopedView(starts, ends, first, scope)
+    return UnitView(starts, ends, first, scope, index, span=(lo, hi))
 
 
 def _clip(text: str, starts: Offsets, ends: Offsets, lo: int, hi: int, first: int) -> tuple[int, Offsets, Offsets]:
@@ -284,25 +239,11 @@ def _clip(text: str, starts: Offsets, ends: Offsets, lo: int, hi: int, first: in
     return first, starts, ends
 
 
-# -- locate helpers --------------------------------------------------------------
+# -- anchors ---------------------------------------------------------------------
 
 
-def passage_items(parsed: Parsed, sel: Selection) -> list[EvidenceItem]:
-    """One EvidenceItem per run of selected units, in document order."""
-    items = []
-    for run in sel.passages():
-        start, end = int(sel.starts[run[0]]), int(sel.ends[run[-1]])
-        slots = sorted(set().union(*(sel.slots[u] for u in run)))
-        score = max(sel.best[u] for u in run)
-        items.append(_item(parsed, start, end, round(score, 4), tuple(slots)))
-    return items
-
-
-def _item(parsed: Parsed, start: int, end: int, score: float, slots: tuple[int, ...]) -> EvidenceItem:
-    return EvidenceItem(_anchor(parsed, start, end), parsed.full_view[start:end], score, slots)
-
-
-def _anchor(parsed: Parsed, start: int, end: int) -> Anchor:
+def line_anchor(parsed: Parsed, start: int, end: int) -> Anchor:
+    """``L12-14`` for [start, end), with the heading above; ``c1201-1650`` inside long lines."""
     seg = segmentation_of(parsed)
     first = line_of(seg, start)
     last = line_of(seg, max(start, end - 1))
@@ -329,45 +270,6 @@ def _heading_above(headings: Sequence[Heading], line: int) -> Heading | None:
     lines = [h.line for h in headings]
     at = bisect_right(lines, line)
     return headings[at - 1] if at else None
-
-
-def slot_coverage(
-    parsed: Parsed,
-    view: ScopedView,
-    slot: str,
-    j: int,
-    content: frozenset[str],
-    scores: Scores | None,
-    items: Sequence[EvidenceItem],
-    verbatim: bool = False,
-) -> SlotCoverage:
-    """The slot's passages judged by the calibrated coverage model (``readers.retrieval.confidence``):
-    matched, candidate, or unresolved with the closest units. A passage counts as the slot's when it
-    scores > 0 and shares a content word (``verbatim``: the score already says it holds one as written)."""
-    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if not (mine and mine[0].score > 0 and (verbatim or content & content_tokens(mine[0].text))):
-        mine = []
-    sig = signals(unit_index_of(parsed), slot, scores, [it.text for it in mine])
-    shown = [(it.anchor.char_start, it.anchor.char_end) for it in items]
-    return judge(slot, sig, [it.anchor.label for it in mine], _closest(parsed, view, scores, shown=shown), verbatim)
-
-
-def _closest(
-    parsed: Parsed, view: ScopedView, scores: Scores | None, n: int = 3, shown: Sequence[tuple[int, int]] = ()
-) -> tuple[str, ...]:
-    """Labels of the units in view with the best raw (unsmoothed) scores, if positive, that no passage
-    ``shown`` already holds (a candidate names a place the agent has not seen)."""
-    if scores is None:
-        return ()
-    starts, ends = view.starts, view.ends
-    labels: list[str] = []
-    for u in np.argsort(-scores, kind="stable")[: 4 * n]:
-        start, end = int(starts[u]), int(ends[u])
-        label = _anchor(parsed, start, end).label
-        inside = any(s <= start and end <= e for s, e in shown)
-        if scores[u] > 0 and label not in labels and not inside:
-            labels.append(label)
-    return tuple(labels[:n])
 
 
 # -- preview helpers -------------------------------------------------------------

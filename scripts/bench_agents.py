@@ -168,8 +168,8 @@ def inexact_views(cache: ArtifactCache, docs: Sequence[Doc]) -> frozenset[str]:
 
 
 def run_set(name: str, args: argparse.Namespace, sink: IO[str] | None) -> tuple[list[Record], str]:
-    """One ArtifactCache per set (each document parsed once); one Protocol per split, so a split's numbers
-    do not depend on whether the other split ran first (the selector's cost book learns online)."""
+    """One ArtifactCache per set (each document parsed once); one Protocol per split (since issue 27 a pack
+    does not depend on what was asked before it, so this only keeps each split's episodes apart)."""
     docs, questions = load_set(name)
     asked = chosen(questions, args.splits, args.limit)
     used = [docs[d] for d in dict.fromkeys(q.doc_id for q in asked)]

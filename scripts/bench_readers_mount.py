@@ -86,12 +86,16 @@ def run_once(src: Path, cold_req: str, warm_req: str, n: int) -> tuple[float, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cases", default="", help="comma-separated case labels' first words (e.g. 1M-row)")
     args = parser.parse_args()
+    wanted = [w.strip() for w in args.cases.split(",") if w.strip()]
     src = workspace()
     print(f"medians of {args.runs} runs; cold = fresh daemon; warm = another request, parse cached")
     print("| case | cold s | bar | warm ms | bar | decision | pack chars | L |")
     print("|---|---|---|---|---|---|---|---|")
     for n, (label, cold_req, warm_req, cold_bar, warm_bar) in enumerate(CASES):
+        if wanted and label.split()[0] not in wanted:
+            continue
         results = [run_once(src, cold_req, warm_req, n) for _ in range(args.runs)]
         cold = statistics.median(r[0] for r in results)
         warm = statistics.median(r[1] for r in results)

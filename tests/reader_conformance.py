@@ -19,8 +19,13 @@ pytest collects the inherited tests. What it checks, for every Reader:
   character budget, never overlap an excluded (already exposed) span, and
   give one coverage entry per slot; so do those of every location method the
   Reader declares in ``methods`` (the selector may pick any of them);
+- contract v2: a ranking Reader (``readers.retrieval.locate.RankingReader``) keeps the one shared
+  ``locate``; only the calibrated judge says ``matched`` (every ``matched`` of every method is checked
+  against the judge, for the Reader's own family), verify's stance rule being the one named exception;
+  it answers every action the actions table (``readers.actions``) says every Reader answers;
 - every anchor it hands out resolves back through ``focus`` to a region that
-  contains the passage;
+  contains the passage, and so does every widening of it (``Reader.widen``, the suggested focus), a
+  region that holds the passage;
 - malformed input and random garbage raise ReaderError (never anything else)
   within the time bound, and an operation it does not offer is refused;
 - every exact operation it offers (``operation_samples``) returns a bounded
@@ -43,13 +48,16 @@ import pytest
 import xxhash
 
 from readers import ops, registry
+from readers.actions import PROTOCOL_ACTIONS, answered_by_every
 from readers.base import BadAnchor, Batch, Parsed, Reader, ReaderError, ReadIntent, UnsupportedOperation
+from readers.claims.verify import STANCE_RULE, verify
 from readers.kit.source import MemorySource
+from readers.retrieval.confidence import vouches
+from readers.retrieval.locate import RankingReader
 from readers.retrieval.methods import METHODS
 
 MISSING = "no_such_field_zq9"
 OPERATION_BUDGETS = (120, 600, 3000)
-PROTOCOL_ACTIONS = frozenset({"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"})
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ class ReaderConformance:
         reader, registration = self.reader, self.registration()
         assert reader.name and reader.name != "reader"
         assert registration.extensions or registration.magic or registration.sniffer or registration.fallback
-        assert {"intent", "scout", "focus", "full", "raw"} <= reader.actions <= PROTOCOL_ACTIONS
+        assert answered_by_every() <= reader.actions <= PROTOCOL_ACTIONS  # readers.actions, the one table
         assert reader.operations <= ops.OPERATIONS
         assert reader.cost.parse_ms_per_mb > 0
 
@@ -235,6 +243,45 @@ class ReaderConformance:
                     s, e = item.anchor.char_start, item.anchor.char_end
                     assert all(e <= xs or s >= xe for xs, xe in spans), (what, (s, e))
         assert found == self.reader.methods, f"no evidence in any sample by {sorted(self.reader.methods - found)}"
+
+    # -- contract v2 ----------------------------------------------------------------------
+
+    def test_a_ranking_reader_keeps_the_shared_locate(self) -> None:
+        """Hooks in, one pipeline out: a ranking Reader never writes its own locate (the class refuses it)."""
+        if isinstance(self.reader, RankingReader):
+            assert type(self.reader).locate is RankingReader.locate
+            assert self.reader.default_method in self.reader.methods
+
+    def test_only_the_calibrated_judge_says_matched(self) -> None:
+        """Every "matched" a Reader hands out, by any method it declares, is what the calibrated judge says for
+        the Reader's family given the signals it recorded; verify's stance rule is the one exception."""
+        for sample, parsed in self.parsed_samples():
+            slots = sample.slots or (sample.intent,)
+            for method in sorted(self.reader.methods):
+                batch = self.reader.locate(parsed, ReadIntent(sample.intent, slots, method=method), 1500)
+                for cov in batch.coverage:
+                    if cov.status == "matched":
+                        assert vouches(cov), (sample.name, method, cov)
+                        assert self._judged_for_me(cov.judged_by), (sample.name, cov.judged_by)
+            checked = verify(self.reader, parsed, sample.intent, 1500)
+            for cov in checked.coverage:
+                stances = {item.stance for item in checked.items if item.anchor.label in cov.anchors}
+                assert cov.status != "matched" or (cov.judged_by == STANCE_RULE and stances), (sample.name, cov)
+
+    def _judged_for_me(self, family: str) -> bool:
+        """A ranking Reader's coverage is judged for its own family (a folder passes on its members')."""
+        return not isinstance(self.reader, RankingReader) or family == self.reader.family
+
+    def test_every_widening_resolves_around_the_passage(self) -> None:
+        """What a pack's suggested focus may name (``Reader.widen``): anchors that resolve and hold the passage."""
+        for sample, parsed in self.parsed_samples():
+            for item in self.locate(sample, parsed, 1500).items[:3]:
+                for wider in self.reader.widen(parsed, item.anchor.label):
+                    assert wider != item.anchor.label
+                    region = self.reader.focus(parsed, wider)
+                    starts = [i.anchor.char_start for i in region.items]
+                    ends = [i.anchor.char_end for i in region.items]
+                    assert min(starts) <= item.anchor.char_start and item.anchor.char_end <= max(ends), wider
 
     def test_anchors_resolve_back_through_focus(self) -> None:
         for sample, parsed in self.parsed_samples():

@@ -56,18 +56,22 @@ def test_the_shipped_model_promises_more_for_the_slots_words_as_a_phrase() -> No
                   terms=0.4, broad=0.0, phrase=0.0)
     model = shipped_model()
     assert model.probability(replace(sig, phrase=1.0)) > model.probability(sig)
-    assert 0.0 < model.matched < 1.0
+    assert 0.0 < (model.threshold("text") or 0.0) < 1.0
+    assert model.threshold("no-such-family") is None  # never calibrated: never promised
 
 
 def test_matched_needs_the_threshold_and_a_need_the_artifact_mentions() -> None:
     model = shipped_model()
+    threshold = model.threshold("text")
+    assert threshold is not None
     strong = Signals(1.0, 1.0, 1.0, 0.5, 0.9, 0.6, 0.6, 0.1, 0.3, 0.0, 1.0)
-    assert model.probability(strong) >= model.matched
+    assert model.probability(strong) >= threshold
     assert status_of(strong, True)[0] == "matched"
+    assert status_of(strong, True, family="no-such-family")[0] == "candidate"  # a family never calibrated
     assert status_of(strong, False)[0] == "unresolved"  # nothing shown
     assert status_of(replace(strong, found=0.2), True)[0] == "unresolved"  # the artifact lacks the need
     half = replace(strong, found=0.45)  # the model would promise it; half the need is not in the artifact
-    assert model.probability(half) >= model.matched and status_of(half, True)[0] == "candidate"
+    assert model.probability(half) >= threshold and status_of(half, True)[0] == "candidate"
     assert status_of(half, True, verbatim=True)[0] == "matched"  # the passages hold the slot as written
 
 

@@ -9,6 +9,7 @@ every Reader, not a shared word.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,13 +17,17 @@ import numpy as np
 import pytest
 
 import readers.retrieval.methods as lm
-from readers.base import Parsed, Reader, ReadIntent
+from readers.base import Parsed, Reader, ReadIntent, SlotCoverage
 from readers.code.reader import CodeReader
 from readers.jsondata.jsonl import JsonlReader
 from readers.jsondata.reader import JsonReader
 from readers.kit.source import MemorySource
-from readers.retrieval.locate import closest_labels
+from readers.retrieval.bm25index import Selection
+from readers.retrieval.confidence import vouches
+from readers.retrieval.locate import Found, Stages, UnitView, closest_labels
+from readers.retrieval.methods import Ranking
 from readers.table.reader import TableReader
+from readers.text import TextReader
 
 
 @pytest.fixture
@@ -81,9 +86,10 @@ def test_a_json_scope_of_several_matches_embeds_the_units_it_names(
             assert text == parsed.full_view[int(parsed.data["units"][1][i]) : int(parsed.data["units"][2][i])]
 
 
-@pytest.mark.parametrize("method", ["lexical", "bm25", "hybrid"])
+@pytest.mark.parametrize("method", sorted(CodeReader.methods))
 def test_a_named_symbol_is_found_first_by_each_ranking_method(method: str, fake_dense: object) -> None:
-    """Region picks a run by where the slot's terms are, so there the boosts only say which slots a unit serves."""
+    """Each method the Code Reader declares (region picks a run by where the slot's terms are, so there the
+    boosts would only say which slots a unit serves; lexical's whole words miss compound identifiers)."""
     helpers = [f"def helper_{i}(rows):\n    '''Sum the ledger.'''\n    return sum(rows) + {i}\n" for i in range(40)]
     target = ["def parse_where(text):\n    '''Conditions of a where clause.'''\n    return text.split(',')\n"]
     callers = [f"def caller_{i}():\n    return parse_where('a=1') + helper_{i}([1])\n" for i in range(40)]
@@ -115,3 +121,43 @@ def test_closest_labels_are_distinct_positive_and_skip_exposed_units() -> None:
     blocked = np.array([False, True, False, False, False, False])
     assert closest_labels(raw, labels.__getitem__, blocked) == ("c", "d", "e")
     assert closest_labels(None, labels.__getitem__) == ()
+
+
+def test_a_ranking_reader_cannot_write_its_own_locate() -> None:
+    with pytest.raises(TypeError, match="overrides locate"):
+        type("Rogue", (TextReader,), {"locate": lambda self, *a, **k: None})
+
+
+def test_a_matched_the_judge_did_not_give_does_not_vouch() -> None:
+    """What the old template Reader did (write "matched" itself) is what the conformance suite now refuses."""
+    assert not vouches(SlotCoverage("keeper", "matched", ("v17",)))
+    parsed = _parse(TextReader(), "report.md", "The ferry was cancelled.\n\n" + "Quiet day at the market.\n" * 40)
+    cov = TextReader().locate(parsed, ReadIntent("ferry cancelled", ("ferry cancelled",)), 300).coverage[0]
+    assert cov.judged_by == "text" and vouches(cov)
+    assert not vouches(replace(cov, status="matched" if cov.status != "matched" else "candidate"))
+
+
+def test_the_pipeline_runs_its_stages_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Query expansion, a reranker and passage extension plug into the one locate (readers.retrieval.locate)."""
+    calls: list[str] = []
+    text = "The HRCT scan showed ground glass.\n\nA high resolution CT is a chest scan.\n\n" + "Filler line.\n" * 30
+
+    def expand(parsed: Parsed, view: UnitView, intent: ReadIntent) -> ReadIntent:
+        calls.append("expand")
+        return replace(intent, slots=tuple(s + " HRCT" for s in intent.slots))
+
+    def rerank(parsed: Parsed, view: UnitView, found: Found) -> Ranking:
+        calls.append("rerank")
+        return found.ranking
+
+    def extend(parsed: Parsed, view: UnitView, found: Found, selection: Selection) -> Selection:
+        calls.append("extend")
+        return selection
+
+    reader = TextReader()
+    monkeypatch.setattr(reader, "stages", Stages(expand, rerank, extend))
+    parsed = _parse(reader, "scan.md", text)
+    batch = reader.locate(parsed, ReadIntent("high resolution CT", ("high resolution CT",)), 300)
+    assert calls == ["expand", "rerank", "extend"]
+    assert any("HRCT scan" in item.text for item in batch.items)  # the expanded terms ranked it
+    assert batch.coverage[0].slot == "high resolution CT"  # coverage judges the slot as asked

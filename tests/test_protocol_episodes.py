@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparsefs.artifacts.cache import ArtifactCache
+from sparsefs.protocol.episodes import ID_CHARS, episode_id
 from sparsefs.protocol.pack import EvidencePack
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.parsed import open_store
@@ -233,8 +234,20 @@ def test_a_new_mount_numbers_episodes_after_the_saved_ones(tmp_path: Path) -> No
     m.close()
     m = Mounted(tmp_path)
     other = pack_json(m.core, f"/{REPORT}@intent=headcount")
-    assert int((other.episode or "e0")[1:]) > int((first.episode or "e0")[1:])
+    numbers = {e["id"]: e["number"] for e in read_episodes(tmp_path / "state")}
+    assert other.episode != first.episode and numbers[str(other.episode)] > numbers[str(first.episode)]
     m.close()
+
+
+def test_an_episode_id_is_the_objectives_not_a_count_of_what_came_before() -> None:
+    """The same objective opens the same id on any mount; its next episode (the first one closed) another."""
+    taken: set[str] = set()
+    first = episode_id("a.md", "f1", "revenue", taken.__contains__)
+    assert first == episode_id("a.md", "f1", "revenue", lambda _: False) and len(first) == 1 + ID_CHARS
+    taken.add(first)
+    again = episode_id("a.md", "f1", "revenue", taken.__contains__)
+    assert again != first and again.startswith("e")
+    assert episode_id("a.md", "f2", "revenue", lambda _: False) != first  # another version
 
 
 def test_a_damaged_state_file_is_moved_aside(tmp_path: Path) -> None:
@@ -278,9 +291,9 @@ def test_concurrent_readers_never_lose_an_update_or_build_a_pack_twice(mounted: 
     texts = [read_virtual(core, p).decode() for p in paths]  # frozen: the same bytes again
     shown: dict[str, list[int]] = {}  # which pack opened the episode depends on arrival order
     for text in texts:  # E counts every character of each pack
-        shown.setdefault(_field(r"^\S+@\w+ (e\d+) ", text), []).append(len(text))
-    for episode_id, sizes in shown.items():
-        episode = core.protocol.episodes.get(episode_id)
+        shown.setdefault(_field(r"^\S+@\w+ (e[0-9a-z]+) ", text), []).append(len(text))
+    for opened, sizes in shown.items():
+        episode = core.protocol.episodes.get(opened)
         assert episode is not None and episode.budget.sparse_exposed == sum(sizes) and episode.reads == len(sizes)
 
 

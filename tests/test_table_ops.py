@@ -196,3 +196,23 @@ def test_short_rows_count_as_empty_and_group_counts() -> None:
     means = text(run(parsed, "mean", "score", by="team")).split("\n")
     assert means[0].endswith("1 non-numeric cells skipped; top 2 by value:")
     assert means[1:] == ["red\t4", "blue\tn/a"]
+
+
+def test_the_scaled_sum_is_the_decimal_sum_wherever_it_answers() -> None:
+    """A cold @sum over a million plain decimals must stay within 1 s (issue 27): the integer path gives
+    exactly what the Decimal sum gives (value, trailing zeros, method, mean), and declines what it cannot."""
+    import random
+
+    import numpy as np
+
+    from readers.table.operations import exact_sum, scaled_sum
+
+    rng = random.Random(7)
+    for places in (0, 1, 2, 5, 9):
+        cells = [f"{rng.uniform(-1e6, 1e6):.{places}f}" for _ in range(2_000)] + ["", "+3", "-0", "7."]
+        texts = [c for c in cells if c]
+        nums = np.array(texts, dtype=np.float64)
+        assert scaled_sum(cells, nums) == exact_sum(texts, nums), places
+    for declined in (["1e5", "2"], ["12345678901234567.5", "1"], ["1.25", "x"]):
+        numeric = [c for c in declined if c.replace(".", "").replace("e", "").isdigit()]
+        assert scaled_sum(declined, np.array(numeric, dtype=np.float64)) is None, declined

@@ -550,12 +550,15 @@ def test_coverage_has_one_entry_per_slot(reader: TextReader, covid: dict[str, Pa
     assert {j for it in batch.items for j in it.slots} == {0, 2}
 
 
-def test_unresolved_slot_gets_candidates(reader: TextReader) -> None:
+def test_unresolved_slot_gets_candidates_it_has_not_seen(reader: TextReader) -> None:
+    """A candidate names a place the agent has not seen: never inside an excluded (already exposed) span."""
     parsed = _parse(reader, MARKDOWN, "README.md")
+    first = reader.locate(parsed, ReadIntent("pip", ("pip",)), 1500)
+    assert first.coverage[0].anchors[0].startswith("L7")
     batch = reader.locate(parsed, ReadIntent("pip", ("pip",)), 1500, exclude=[(0, len(MARKDOWN))])
     (cov,) = batch.coverage
     assert batch.items == ()
-    assert cov.status == "unresolved" and cov.candidates == ("L7",)
+    assert cov.status == "unresolved" and cov.candidates == ()
 
 
 def test_intent_without_content_words_is_flagged(reader: TextReader) -> None:

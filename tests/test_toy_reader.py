@@ -30,7 +30,8 @@ from tests.toy_reader import ToyReader
 ROOT = Path(__file__).resolve().parents[1]
 TOY = Registration(  # the one registry line
     "toy", "tests.toy_reader:ToyReader", extensions=frozenset({".toy"}), kinds={"toy": "text"},
-    persists=(Persisted("tests.toy_reader.Verses"),), guard_kind="toy",
+    persists=(Persisted("tests.toy_reader.Verses"), Persisted("readers.retrieval.bm25index.UnitIndex")),
+    guard_kind="toy",
 )
 SITECUSTOMIZE = """
 from readers import registry
@@ -38,7 +39,8 @@ from readers.registry import Persisted, Registration
 
 registry.register(Registration(
     "toy", "tests.toy_reader:ToyReader", extensions=frozenset({".toy"}), kinds={"toy": "text"},
-    persists=(Persisted("tests.toy_reader.Verses"),), guard_kind="toy",
+    persists=(Persisted("tests.toy_reader.Verses"), Persisted("readers.retrieval.bm25index.UnitIndex")),
+    guard_kind="toy",
 ))
 """
 KEEPER = "The lighthouse keeper climbed the spiral stair at dusk\nand lit the great lamp for the fishing fleet."

@@ -7,8 +7,11 @@ make SparseFS serve ``.toy`` files end to end: the registry picks it, the store 
 bounded runner read its registration. Nothing else in ``sparsefs/`` or ``readers/`` names it.
 
 A ``.toy`` file is verses separated by blank lines. The full view is the text itself; verse 3 is
-anchored ``v3`` (a range ``v3-5``); an intent gets the verses that share the most words with each
-slot (lexical matching).
+anchored ``v3`` (a range ``v3-5``). It is a ranking Reader (``readers.retrieval.locate``): it says what
+its units are (the verses, or those of ``&scope=v3-9``) and how a run of them is anchored, and the shared
+pipeline does the rest: every location method (it declares only ``lexical``), the budget, exclusion,
+and coverage judged by the calibrated judge, which never promises "matched" for a family it was not
+calibrated on (``toy``): the toy's best is "candidate".
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from readers import base
+from readers.retrieval.bm25index import UnitIndex
+from readers.retrieval.locate import RankingReader, UnitView
 
 _VERSE = re.compile(r"[^\n]*\S[^\n]*(?:\n[^\n]*\S[^\n]*)*")
-_WORD = re.compile(r"\w{3,}")
 _ANCHOR = re.compile(r"v(\d{1,9})(?:-v?(\d{1,9}))?")
 _HINT = "read it with @raw"
 
@@ -33,12 +39,11 @@ class Verses:
     ends: list[int]
 
 
-class ToyReader(base.Reader):
+class ToyReader(RankingReader):
     """Verses separated by blank lines."""
 
     name = "toy"
     extensions = frozenset({".toy"})
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     methods = frozenset({"lexical"})
     max_bytes = 1 << 20
     cost = base.CostProfile(parse_ms_per_mb=5.0)
@@ -61,59 +66,49 @@ class ToyReader(base.Reader):
         text = f"{len(verses.starts)} verses\n" + parsed.full_view[: verses.ends[min(2, len(verses.ends) - 1)]]
         return text[:max_chars]
 
-    def locate(
-        self, parsed: base.Parsed, intent: base.ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> base.Batch:
+    def units(self, parsed: base.Parsed, scope: str | None) -> UnitView:
         verses = parsed.data["verses"]
-        ranked = _ranked(parsed.full_view, verses, intent.slots, exclude)
-        items: list[base.EvidenceItem] = []
-        used = 0
-        for score, slot, i in ranked:
-            text = parsed.full_view[verses.starts[i] : verses.ends[i]]
-            if (items and used + len(text) > max_chars) or (k is not None and len(items) >= k):
-                break
-            if all(item.anchor.label != f"v{i + 1}" for item in items):
-                items.append(_item(parsed, i, float(score), (slot,)))
-                used += len(text)
-        coverage = tuple(
-            base.SlotCoverage(slot, "matched", tuple(it.anchor.label for it in items if n in it.slots))
-            if any(n in it.slots for it in items) else base.SlotCoverage(slot, "unresolved")
-            for n, slot in enumerate(intent.slots)
-        )
-        scope = base.Scope(len(verses.starts), "verses", "lexical", len(parsed.full_view))
-        return base.Batch(tuple(items), scope, coverage)
+        first, last = _verses(scope, len(verses.starts), "&scope=") if scope else (1, len(verses.starts))
+        starts = np.asarray(verses.starts[first - 1 : last], dtype=np.int64)
+        ends = np.asarray(verses.ends[first - 1 : last], dtype=np.int64)
+        found = base.Scope(last - first + 1, "verses", "lexical", int(ends[-1] - starts[0]))
+        return UnitView(starts, ends, first - 1, found, lambda: _index(parsed), span=(int(starts[0]), int(ends[-1])))
+
+    def anchor(self, parsed: base.Parsed, view: UnitView, run: Sequence[int]) -> base.Anchor:
+        first, last = view.first + run[0], view.first + run[-1]
+        return _anchor(parsed, first, last)
 
     def focus(self, parsed: base.Parsed, anchor: str) -> base.Batch:
-        verses = parsed.data["verses"]
-        match = _ANCHOR.fullmatch(anchor.strip())
-        first = int(match.group(1)) if match else 0
-        last = int(match.group(2) or first) if match else 0
-        if not 1 <= first <= last <= len(verses.starts):
-            raise base.BadAnchor(f"no verse {anchor!r} here (v1-v{len(verses.starts)})", hint="ask @scout")
-        items = tuple(_item(parsed, i, 0.0, ()) for i in range(first - 1, last))
-        return base.Batch(items, base.Scope(last - first + 1, "verses", "focus", len(parsed.full_view)))
+        first, last = _verses(anchor, len(parsed.data["verses"].starts), "@focus=")
+        found = _anchor(parsed, first - 1, last - 1)
+        item = base.EvidenceItem(found, parsed.full_view[found.char_start : found.char_end])
+        return base.Batch((item,), base.Scope(last - first + 1, "verses", "focus", len(item.text)))
 
 
-def _ranked(
-    text: str, verses: Verses, slots: Sequence[str], exclude: Sequence[tuple[int, int]]
-) -> list[tuple[int, int, int]]:
-    """(words shared, slot, verse) for every verse that shares a word with a slot, best first."""
-    found = []
-    for n, slot in enumerate(slots):
-        wanted = set(_WORD.findall(slot.lower()))
-        for i, (s, e) in enumerate(zip(verses.starts, verses.ends, strict=True)):
-            if any(s < xe and xs < e for xs, xe in exclude):
-                continue
-            score = len(wanted & set(_WORD.findall(text[s:e].lower())))
-            if score:
-                found.append((score, n, i))
-    return sorted(found, key=lambda t: (-t[0], t[2]))
+def _verses(spec: str, n: int, how: str) -> tuple[int, int]:
+    """(first, last), 1-based, of ``v3`` / ``v3-5``; BadAnchor otherwise."""
+    match = _ANCHOR.fullmatch(spec.strip())
+    first = int(match.group(1)) if match else 0
+    last = int(match.group(2) or first) if match else 0
+    if not 1 <= first <= last <= n:
+        raise base.BadAnchor(f"no verse {spec!r} here (v1-v{n})", hint=f"ask {how}v1-{min(n, 3)} or @scout")
+    return first, last
 
 
-def _item(parsed: base.Parsed, i: int, score: float, slots: tuple[int, ...]) -> base.EvidenceItem:
+def _anchor(parsed: base.Parsed, first: int, last: int) -> base.Anchor:
+    """Verses first..last (0-based) as ``v3`` / ``v3-5``."""
     verses = parsed.data["verses"]
-    start, end = verses.starts[i], verses.ends[i]
+    start, end = verses.starts[first], verses.ends[last]
     line = parsed.full_view.count("\n", 0, start) + 1
-    anchor = base.Anchor(f"v{i + 1}", start, end, line, line + parsed.full_view.count("\n", start, end))
-    return base.EvidenceItem(anchor, parsed.full_view[start:end], score, slots)
+    label = f"v{first + 1}" + (f"-{last + 1}" if last > first else "")
+    return base.Anchor(label, start, end, line, line + parsed.full_view.count("\n", start, end))
+
+
+def _index(parsed: base.Parsed) -> UnitIndex:
+    """What the pipeline scores: one BM25 document per verse, built on the first intent read."""
+    verses = parsed.data["verses"]
+    if "index" not in parsed.data:
+        pairs = zip(verses.starts, verses.ends, strict=True)
+        parsed.data["index"] = UnitIndex([parsed.full_view[start:end] for start, end in pairs])
+    index: UnitIndex = parsed.data["index"]
+    return index

@@ -22,10 +22,12 @@ This is *lexical stance*, never a truth verdict: a passage "agrees" or
    first, each kind best first; ``k`` caps the count.
 
 Coverage has exactly two entries, ``supporting: <claim>`` and
-``contradicting: <claim>``: matched with anchors, or unresolved with the best
-other candidates. The scope is the Reader's, with method ``...+claim-check``
-and a note counting the classified candidates. Flag ``claim-without-numbers``:
-the check was by terms and polarity only.
+``contradicting: <claim>``: matched with anchors (a passage of that stance was
+found: the stance rule, the one "matched" not given by the calibrated judge,
+``judged_by="stance"``), or unresolved with the best other candidates. The
+scope is the Reader's, with method ``...+claim-check`` and a note counting the
+classified candidates. Flag ``claim-without-numbers``: the check was by terms
+and polarity only.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ CANDIDATE_FACTOR = 4
 ITEM_OVERHEAD = 24
 """Characters a rendered item adds besides its text, label and heading (``[n] ... (slot 1)``)."""
 METHOD_SUFFIX = "+claim-check"
+STANCE_RULE = "stance"
+"""``SlotCoverage.judged_by`` of a stance found: matched by the lexical stance rule, not by the judge."""
 Picks = dict[Stance, list[EvidenceItem]]
 
 # -- verify ---------------------------------------------------------------------
@@ -99,8 +103,8 @@ def _coverage(
     for name in STANCES:
         mine = tuple(item.anchor.label for item in chosen if item.stance == name)
         slot = f"{name}: {claim}"
-        if mine:
-            out.append(SlotCoverage(slot, "matched", anchors=mine))
+        if mine:  # the stance rule, the one "matched" the calibrated judge does not give (readers.base)
+            out.append(SlotCoverage(slot, "matched", anchors=mine, judged_by=STANCE_RULE))
             continue
         others = sorted((c for c in candidates if c.anchor.label not in shown), key=lambda c: -c.score)
         labels = tuple(dict.fromkeys(c.anchor.label for c in others))[:3]

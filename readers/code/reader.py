@@ -48,7 +48,7 @@ from readers.code.symbols import Symbol, SymbolIndex, index_symbols
 from readers.kit.anchors import line_span, segmentation_of, segmented
 from readers.kit.source import read_within
 from readers.retrieval.bm25index import Scores, content_tokens
-from readers.retrieval.locate import UnitView, locate_units, unresolved
+from readers.retrieval.locate import Adjustment, UnitView
 from readers.retrieval.methods import METHODS
 from readers.retrieval.segment import Heading, Segmentation, segment, strip_span
 
@@ -110,40 +110,30 @@ class CodeReader(textreader.TextReader):
             },
         )
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
+    # -- locate: the pipeline's hooks (symbol names count as a slot's words; a named definition is lifted) --
+
+    def units(self, parsed: Parsed, scope: str | None) -> UnitView:
+        return _view(parsed, scope, self.unit_word(parsed))
+
+    def slot_terms(self, parsed: Parsed, slot: str) -> frozenset[str]:
+        return content_tokens(slot) | _named(parsed, slot)
+
+    def adjustment(self, parsed: Parsed, view: UnitView, intent: ReadIntent) -> Adjustment:
         slots = intent.slots or (intent.text,)
-        view = _view(parsed, intent.scope)
-        contents = [content_tokens(slot) | _named(parsed, slot) for slot in slots]
-        flags = _index(parsed).flags
-        units = UnitView(view.starts, view.ends, view.first, view.scope, lambda: textreader.unit_index_of(parsed))
+        return Adjustment(raw=lambda j, scores: _boosted(parsed, scores, slots[j], view.first))
 
-        def boost(j: int, scores: Scores) -> Scores:
-            return _boosted(parsed, scores, slots[j], view.first)
+    def anchor(self, parsed: Parsed, view: UnitView, run: Sequence[int]) -> Anchor:
+        return _with_symbol(parsed, super().anchor(parsed, view, run))
 
-        located = locate_units(parsed, units, intent, max_chars, exclude, k, contents, boost)
-        if located is None:
-            return unresolved(intent, view.scope, flags)
-        items = [_with_symbol(parsed, item) for item in textreader.passage_items(parsed, located.selection)]
-        ranking = located.ranking
-        coverage = tuple(
-            textreader.slot_coverage(parsed, view, slot, j, contents[j], ranking.raw.get(j), items, ranking.verbatim)
-            for j, slot in enumerate(slots)
-        )
-        scope = dataclasses.replace(view.scope, method=ranking.method)
-        return Batch(tuple(items), scope, coverage, flags=(*flags, *ranking.flags))
+    def flags(self, parsed: Parsed, view: UnitView) -> tuple[str, ...]:
+        return _index(parsed).flags
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         spec = anchor.strip()
         if not spec.startswith("#"):
             batch = super().focus(parsed, spec)
-            return dataclasses.replace(batch, items=tuple(_with_symbol(parsed, i) for i in batch.items))
+            items = tuple(dataclasses.replace(i, anchor=_with_symbol(parsed, i.anchor)) for i in batch.items)
+            return dataclasses.replace(batch, items=items)
         symbol, flags = resolve(parsed, spec, "@focus=")
         start, end = _symbol_span(parsed, symbol)
         label = f"#{symbol.qualname} (L{symbol.first}-{symbol.last})"
@@ -246,12 +236,10 @@ def _boosted(parsed: Parsed, scores: Scores, slot: str, first: int = 0) -> Score
     return scores
 
 
-def _with_symbol(parsed: Parsed, item: EvidenceItem) -> EvidenceItem:
-    """The item with its innermost enclosing symbol as heading (None at module level)."""
-    line = item.anchor.line_start or 1
-    symbol = enclosing(parsed, line)
-    anchor = dataclasses.replace(item.anchor, heading=symbol.qualname if symbol else None)
-    return dataclasses.replace(item, anchor=anchor)
+def _with_symbol(parsed: Parsed, anchor: Anchor) -> Anchor:
+    """The anchor with its innermost enclosing symbol as heading (None at module level)."""
+    symbol = enclosing(parsed, anchor.line_start or 1)
+    return dataclasses.replace(anchor, heading=symbol.qualname if symbol else None)
 
 
 def enclosing(parsed: Parsed, line: int) -> Symbol | None:
@@ -265,12 +253,12 @@ def enclosing(parsed: Parsed, line: int) -> Symbol | None:
     return None
 
 
-def _view(parsed: Parsed, spec: str | None) -> textreader.ScopedView:
+def _view(parsed: Parsed, spec: str | None, unit: str) -> UnitView:
     """The Text Reader's scope view; a ``#symbol`` scope is its line range."""
     if spec is None or not spec.strip().startswith("#"):
-        return textreader.scoped_view(parsed, spec)
+        return textreader.scoped_view(parsed, spec, unit)
     symbol, _ = resolve(parsed, spec.strip(), "&scope=")
-    view = textreader.scoped_view(parsed, f"L{symbol.first}-{symbol.last}")
+    view = textreader.scoped_view(parsed, f"L{symbol.first}-{symbol.last}", unit)
     scope = dataclasses.replace(view.scope, note=f"scope #{symbol.qualname} (L{symbol.first}-{symbol.last})")
     return dataclasses.replace(view, scope=scope)
 

@@ -17,19 +17,10 @@ nothing extra; at most :attr:`HtmlReader.max_bytes` bytes.
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import re
-from collections.abc import Sequence
 
 from readers import text as textreader
-from readers.base import (
-    ArtifactSource,
-    Batch,
-    CostProfile,
-    Parsed,
-    ReadIntent,
-    UnsupportedArtifact,
-)
+from readers.base import ArtifactSource, CostProfile, Parsed, UnsupportedArtifact
 from readers.html.extract import Page, extract
 from readers.kit.anchors import segmentation_of, segmented
 from readers.kit.bounded import BoundedLines
@@ -79,16 +70,8 @@ class HtmlReader(textreader.TextReader):
             },
         )
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
-        batch = super().locate(parsed, intent, max_chars, exclude, k)
-        return dataclasses.replace(batch, scope=dataclasses.replace(batch.scope, unit=_unit(parsed)))
+    def unit_word(self, parsed: Parsed) -> str:
+        return "line groups" if segmentation_of(parsed).coarse else "sentences"
 
     def preview(self, parsed: Parsed, max_chars: int) -> str:
         if max_chars <= 0:
@@ -109,10 +92,6 @@ class HtmlReader(textreader.TextReader):
         out.extend(outline)
         textreader.first_lines(out, parsed.full_view, seg.line_starts)
         return out.text()
-
-
-def _unit(parsed: Parsed) -> str:
-    return "line groups" if segmentation_of(parsed).coarse else "sentences"
 
 
 def looks_like_html(head: bytes) -> bool:

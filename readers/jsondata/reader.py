@@ -36,9 +36,7 @@ from readers.base import (
     CostProfile,
     EvidenceItem,
     Parsed,
-    Reader,
     ReaderError,
-    ReadIntent,
     Scope,
     UnsupportedArtifact,
 )
@@ -50,8 +48,7 @@ from readers.kit.bounded import BoundedLines, clip, shorten
 from readers.kit.source import read_within
 from readers.ops import Operation, format_number, reduce_numbers, require_options
 from readers.retrieval.bm25index import UnitIndex
-from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
-from readers.retrieval.methods import METHODS
+from readers.retrieval.locate import RankingReader, UnitView
 
 _RAW_HINT = "read the original bytes with @raw"
 _FOCUS_ITEMS = 200
@@ -63,14 +60,12 @@ _FILTER_HINT = ("a JSON document takes its filter inside the JSONPath (no &where
 _LARGE_HINT = "narrow it with &scope=$.some.part (see @scout), or use the exact @path= / @count="
 
 
-class JsonReader(Reader):
+class JsonReader(RankingReader):
     """One JSON document: shape, JSONPath focus and lookups, BM25 over values."""
 
     name = "json"
     extensions = frozenset({".json", ".geojson"})
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     operations = frozenset({"path", "count", "distinct", "sum", "mean", "min", "max"})
-    methods = frozenset(METHODS)
     cost = CostProfile(parse_ms_per_mb=70.0, per_call_chars=120, full_view_ratio=0.8)
 
     def accepts(self, name: str, head: bytes) -> bool:
@@ -101,38 +96,36 @@ class JsonReader(Reader):
         out.add("ask: @path=$.a[*].b | @focus=$.a[0] | @count=$.a[*] | @intent=...")
         return out.text()
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
+    # -- locate: the pipeline's hooks (readers.retrieval.locate) ---------------
+
+    def units(self, parsed: Parsed, scope: str | None) -> UnitView:
+        """Values (see readers.jsondata.spans), all or those inside the matches of a JSONPath scope; each
+        view has its own index (``ids``: the units' numbers, for labels and the dense cache)."""
         units, starts, ends = _units(parsed)
         ids = np.arange(len(units))
         key, note, chars = "", "", len(parsed.full_view)
-        if intent.scope:
-            ids = np.flatnonzero(_inside(parsed, intent.scope, starts, ends))
-            key, note = intent.scope.strip(), f"scope {intent.scope.strip()}"
+        if scope:
+            ids = np.flatnonzero(_inside(parsed, scope, starts, ends))
+            key, note = scope.strip(), f"scope {scope.strip()}"
             chars = int((ends[ids] - starts[ids]).sum())
-        starts, ends = starts[ids], ends[ids]
 
         def index() -> UnitIndex:
             return log_lines.cached_index(parsed, key, chars, lambda: _texts(parsed, units, ids), _LARGE_HINT)
 
-        view = UnitView(starts, ends, 0, Scope(len(ids), "values", _METHOD, chars, note), index, ids)
-        located = locate_units(parsed, view, intent, max_chars, exclude, k)
-        if located is None:
-            return unresolved(intent, view.scope)
-        tree, sel = _tree(parsed), located.selection
-        items = []
-        for run in _split(sel.passages(), ids):
-            start, end = int(starts[run[0]]), int(ends[run[-1]])
-            label = run_label(tree, units[ids[run[0]]].first, units[ids[run[-1]]].last)
-            items.append(EvidenceItem(Anchor(label, start, end), parsed.full_view[start:end], run_score(sel, run),
-                                      run_slots(sel, run)))
-        return located.batch(items, view.scope, lambda u: run_label(tree, units[ids[u]].first, units[ids[u]].last))
+        span = (int(starts[ids[0]]), int(ends[ids[-1]])) if len(ids) else (0, 0)
+        scope_ = Scope(len(ids), "values", _METHOD, chars, note)
+        return UnitView(starts[ids], ends[ids], 0, scope_, index, ids, span=span, empty="no-values")
+
+    def runs(self, parsed: Parsed, view: UnitView, run: list[int]) -> list[list[int]]:
+        """Cut where the chosen values are not neighbours in the document (a scope with several matches)."""
+        assert view.ids is not None
+        return _split([run], view.ids)
+
+    def anchor(self, parsed: Parsed, view: UnitView, run: Sequence[int]) -> Anchor:
+        assert view.ids is not None
+        units = _units(parsed)[0]
+        label = run_label(_tree(parsed), units[view.ids[run[0]]].first, units[view.ids[run[-1]]].last)
+        return Anchor(label, int(view.starts[run[0]]), int(view.ends[run[-1]]))
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         tree = _tree(parsed)

@@ -134,3 +134,29 @@ def _heading_hint(parsed: Parsed, title: str, how: str) -> str:
     if seg.headings_dropped:
         hint += f" (past {MAX_HEADINGS:,} headings the deepest levels are not indexed; try {how}L1-{n})"
     return hint
+
+
+# -- widening (Reader.widen) ----------------------------------------------------------------
+
+CONTEXT_LINES = (10, 4, 1)
+"""Lines of context a widened line range adds on each side, widest first."""
+CONTEXT_CHARS = 400
+"""Characters of context a widened character range adds on each side."""
+
+
+def widen_lines(anchor: str, lines: int, chars: int, prefix: str = "") -> list[str]:
+    """``L12-14`` widened by :data:`CONTEXT_LINES` within lines 1..``lines``, widest first; ``c1201-1650`` by
+    :data:`CONTEXT_CHARS` within characters 1..``chars``; each written after ``prefix`` (``p12:``), never
+    the anchor itself. Anything else has no widening here."""
+    spec = anchor.strip()
+    line = LINE_ANCHOR.fullmatch(spec)
+    if line:
+        first, last = int(line.group(1)), int(line.group(2) or line.group(1))
+        wider = [f"L{max(1, first - n)}-{min(max(lines, last), last + n)}" for n in CONTEXT_LINES]
+        return [prefix + w for w in dict.fromkeys(wider) if w != spec]
+    span = _CHAR_ANCHOR.fullmatch(spec)
+    if span:
+        first, last = int(span.group(1)), int(span.group(2))
+        around = f"c{max(1, first - CONTEXT_CHARS)}-{min(max(chars, last), last + CONTEXT_CHARS)}"
+        return [prefix + around] if around != spec else []
+    return []

@@ -2,10 +2,10 @@
 
 Both serve a full view whose lines are the source's lines (same numbering), so
 every anchor is a line range ``L120`` / ``L120-130``. This module holds what
-they share: line spans, line anchors, intent reads over line units (one unit
-per non-blank line, located by :mod:`readers.retrieval.locate` with any location
-method), and the shaping of exact results (counts, matching records) into
-bounded batches.
+they share: line spans, line anchors, the line units intent reads rank (one unit
+per non-blank line; :class:`readers.kit.records.RecordReader` hands them to the
+pipeline of :mod:`readers.retrieval.locate`), and the shaping of exact results
+(counts, matching records) into bounded batches.
 
 A *record* is a run of lines ``(first, last)`` (1-based, inclusive): one line
 for JSONL and access logs, a line and its continuation lines (a stack trace)
@@ -25,13 +25,12 @@ from readers.base import (
     Batch,
     EvidenceItem,
     Parsed,
-    ReadIntent,
     Scope,
 )
 from readers.kit.anchors import line_range, lines_span
 from readers.kit.bounded import BoundedLines, clip, shorten
 from readers.retrieval.bm25index import Offsets, UnitIndex
-from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
+from readers.retrieval.locate import UnitView
 from readers.retrieval.segment import Positions, line_starts
 
 UNIT_CAP = 400
@@ -152,40 +151,33 @@ def split(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return out
 
 
-def locate(
-    parsed: Parsed, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]], k: int | None
-) -> Batch:
-    """Line units ranked by the intent's location method (:mod:`readers.retrieval.locate`); passages are
-    runs of lines anchored ``L<a>-<b>``."""
+def line_view(parsed: Parsed, scope: str | None) -> UnitView:
+    """Line units, all or those inside ``&scope=L<a>-<b>`` (a scope has its own index, not its own units:
+    ``ids`` keep the units' numbers for the dense cache)."""
     starts, ends = _units(parsed)
     first, key, note, chars = 0, "", "", len(parsed.full_view)
-    if intent.scope:
-        lo, hi = span(parsed, *parse_anchor(parsed, intent.scope, "&scope="))
+    lo, hi = 0, len(parsed.full_view)
+    if scope:
+        lo, hi = span(parsed, *parse_anchor(parsed, scope, "&scope="))
         inside = (starts >= lo) & (ends <= hi)
         first = int(np.argmax(inside)) if inside.any() else 0
         starts, ends = starts[inside], ends[inside]
-        key, note, chars = intent.scope.strip(), f"scope {intent.scope.strip()}", hi - lo
+        key, note, chars = scope.strip(), f"scope {scope.strip()}", hi - lo
     text = parsed.full_view
     hint = "narrow it with &scope=L<a>-<b>, or use the exact @filter=<regex> / @count"
 
     def index() -> UnitIndex:
         return cached_index(parsed, key, chars, lambda: [text[s:e] for s, e in zip(starts, ends, strict=True)], hint)
 
-    ids = np.arange(first, first + len(starts), dtype=np.int64)  # a scope has its own index, not its own units
-    view = UnitView(starts, ends, 0, Scope(len(starts), "lines", METHOD, chars, note), index, ids)
-    located = locate_units(parsed, view, intent, max_chars, exclude, k)
-    if located is None:
-        return unresolved(intent, view.scope)
-    sel = located.selection
-    items = [_passage(parsed, int(starts[r[0]]), int(ends[r[-1]]), run_score(sel, r), run_slots(sel, r))
-             for r in sel.passages()]
-    return located.batch(items, view.scope, lambda u: f"L{_line_of(parsed, int(starts[u]))}", skip_blocked=True)
+    ids = np.arange(first, first + len(starts), dtype=np.int64)
+    scope_ = Scope(len(starts), "lines", METHOD, chars, note)
+    return UnitView(starts, ends, 0, scope_, index, ids, span=(lo, hi), empty="no-lines")
 
 
-def _passage(parsed: Parsed, start: int, end: int, score: float, slots: tuple[int, ...]) -> EvidenceItem:
-    """The lines holding [start, end), as an exact slice anchored by them."""
+def passage_anchor(parsed: Parsed, start: int, end: int) -> Anchor:
+    """The lines holding [start, end), anchored ``L<a>-<b>`` (the span stays the exact slice)."""
     first, last = _line_of(parsed, start), _line_of(parsed, end - 1)
-    return EvidenceItem(Anchor(label(first, last), start, end, first, last), parsed.full_view[start:end], score, slots)
+    return Anchor(label(first, last), start, end, first, last)
 
 
 def _line_of(parsed: Parsed, offset: int) -> int:

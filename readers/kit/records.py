@@ -32,8 +32,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from readers.base import Batch, Parsed, Reader, ReadIntent
+from readers.base import Anchor, Batch, Parsed
 from readers.kit import lines as log_lines
+from readers.kit.anchors import widen_lines
 from readers.ops import (
     BadOperation,
     Operation,
@@ -45,7 +46,7 @@ from readers.ops import (
     reduce_numbers,
     require_options,
 )
-from readers.retrieval.methods import METHODS
+from readers.retrieval.locate import RankingReader, UnitView
 
 Value = str | float | int | None
 Getter = Callable[[int], Value]
@@ -278,27 +279,24 @@ def _number(value: Value) -> float | None:
     return as_number(value)
 
 
-class RecordReader(Reader):
-    """What the line-record Readers (JSONL, logs) share: line anchors, intent reads over
-    lines by every location method, and the exact operations of this module over their records."""
+class RecordReader(RankingReader):
+    """What the line-record Readers (JSONL, logs) share: line anchors, intent reads over line units (the
+    pipeline of readers.retrieval.locate, every location method), and the exact operations of this module."""
 
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     operations = OPERATIONS
-    methods = frozenset(METHODS)
 
     def table(self, parsed: Parsed) -> RecordTable:
         """The records of a parsed artifact."""
         raise NotImplementedError
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
-        return log_lines.locate(parsed, intent, max_chars, exclude, k)
+    def units(self, parsed: Parsed, scope: str | None) -> UnitView:
+        return log_lines.line_view(parsed, scope)
+
+    def anchor(self, parsed: Parsed, view: UnitView, run: Sequence[int]) -> Anchor:
+        return log_lines.passage_anchor(parsed, int(view.starts[run[0]]), int(view.ends[run[-1]]))
+
+    def widen(self, parsed: Parsed, anchor: str) -> list[str]:
+        return widen_lines(anchor, log_lines.line_count(parsed), len(parsed.full_view))
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:
         return log_lines.focus(parsed, anchor)

@@ -18,8 +18,8 @@ table comes back as TSV, an exact result with an empty span labelled
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
@@ -33,59 +33,37 @@ from readers.base import (
     CostProfile,
     EvidenceItem,
     Parsed,
-    Reader,
     ReadIntent,
     Scope,
-    SlotCoverage,
     UnsupportedArtifact,
 )
-from readers.pdf.anchors import TABLE, PageMap, resolve
+from readers.kit.anchors import widen_lines
+from readers.pdf.anchors import PAGE_LINES, TABLE, PageMap, resolve
 from readers.pdf.extract import MAX_SECONDS, extract
 from readers.pdf.preview import page_ranges, preview
-from readers.pdf.statements import asked_kinds, boosted, statement_pages
+from readers.pdf.statements import asked_kinds, statement_pages
 from readers.pdf.tables import page_tables, wants_tables
-from readers.retrieval.bm25index import (
-    Mask,
-    Offsets,
-    Scores,
-    UnitIndex,
-    blocked_mask,
-    content_tokens,
-)
-from readers.retrieval.confidence import judge, signals
-from readers.retrieval.methods import METHODS, Ranking, choose_units, rank_units
+from readers.retrieval.bm25index import Mask, Offsets, Scores, UnitIndex, content_tokens
+from readers.retrieval.locate import NO_ADJUSTMENT, Adjustment, Extras, Found, RankingReader, UnitView
 from readers.retrieval.segment import segment, strip_span
 
 TABLE_PAGES = 3
 _T = TypeVar("_T")
 _METHOD = "bm25+neighbours"
+NO_TEXT = "no-text-found"
 _MAGIC = b"%PDF-"
 _HEAD = 1024  # the PDF header may follow some junk within the first 1 KiB
 
 
-@dataclass(frozen=True, eq=False)
-class _View:
-    """The units a locate may pick from (all, or those inside ``&scope=``)."""
-
-    starts: Offsets
-    ends: Offsets
-    first: int
-    markers: Mask
-    pages: tuple[int, int]
-    scope: Scope
-
-
-class PdfReader(Reader):
+class PdfReader(RankingReader):
     """PDF documents with a text layer (scanned pages are reported, not OCR'd)."""
 
     name = "pdf"
     extensions = frozenset({".pdf"})
     magic = (_MAGIC,)
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     max_bytes = 64 * 1024 * 1024
     max_seconds = MAX_SECONDS
     cost = CostProfile(parse_ms_per_mb=450.0, per_call_chars=140, full_view_ratio=0.3)
-    methods = frozenset(METHODS)
 
     def accepts(self, name: str, head: bytes) -> bool:
         return _MAGIC in head[:_HEAD]
@@ -130,50 +108,43 @@ class PdfReader(Reader):
             },
         )
 
-    # -- locate ----------------------------------------------------------------
+    # -- locate: the pipeline's hooks (readers.retrieval.locate) ---------------
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
-        slots = intent.slots or (intent.text,)
-        view = _view(parsed, intent.scope)
-        flags = _text_flags(parsed, view)
-        contents = [content_tokens(slot) for slot in slots]
-        if not np.count_nonzero(~view.markers) or not any(contents):
-            coverage = tuple(SlotCoverage(slot, "unresolved") for slot in slots)
-            flag = "no-content-words" if np.count_nonzero(~view.markers) else "no-text-found"
-            return Batch((), view.scope, coverage, flags=(*flags, flag))
-        index = _data(parsed, "index", UnitIndex)
-        blocked = blocked_mask(view.starts, view.ends, exclude) | view.markers
-        searched = {j: slot for j, slot in enumerate(slots) if contents[j]}
-        units = (view.starts, view.ends, view.first)
-        ranking = _statements_first(parsed, view, rank_units(parsed, index, units, intent, searched, blocked,
-                                                             silent=view.markers), intent.text)
-        tables: list[EvidenceItem] = []
-        if wants_tables(intent.text):
-            tables = _table_items(parsed, view, ranking.raw, contents, max_chars // 2, exclude)
-            flags = (*flags, "tables" if tables else "no-table-found")
-        budget = max_chars - sum(len(t.text) for t in tables)
-        sel = choose_units(ranking, index, units, blocked, budget, k)
-        items = [_item(parsed, int(sel.starts[r[0]]), int(sel.ends[r[-1]])) for r in sel.passages()]
-        items = [
-            EvidenceItem(it.anchor, it.text, round(max(sel.best[u] for u in r), 4), _slots(sel.slots, r))
-            for it, r in zip(items, sel.passages(), strict=True)
-        ]
-        items = sorted(items + tables, key=lambda it: (it.anchor.char_start, it.anchor.char_end))
-        coverage = tuple(
-            _coverage(parsed, view, slot, j, contents[j], ranking.raw.get(j), items, _uncited(parsed, items, intent))
-            for j, slot in enumerate(slots)
-        )
-        method = ranking.method if not tables else f"{ranking.method}+find_tables"
-        scope = _with_method(view.scope, method)
-        flags = (*flags, *ranking.flags)
-        return Batch(tuple(items), scope, coverage, flags)
+    def units(self, parsed: Parsed, scope: str | None) -> UnitView:
+        return _view(parsed, scope)
+
+    def anchor(self, parsed: Parsed, view: UnitView, run: Sequence[int]) -> Anchor:
+        return _anchor(parsed, int(view.starts[run[0]]), int(view.ends[run[-1]]))
+
+    def flags(self, parsed: Parsed, view: UnitView) -> tuple[str, ...]:
+        return _text_flags(parsed, view)
+
+    def adjustment(self, parsed: Parsed, view: UnitView, intent: ReadIntent) -> Adjustment:
+        """A read that names a financial statement, or asks for figures one holds, ranks that statement's
+        pages first (readers.pdf.statements)."""
+        lift = _statement_lift(parsed, view, intent.text)
+        return Adjustment(lift=lift, flag="statement-pages") if lift is not None else NO_ADJUSTMENT
+
+    def extras(self, parsed: Parsed, view: UnitView, found: Found, budget: int,
+               exclude: Sequence[tuple[int, int]]) -> Extras:
+        """The tables of the best pages, as TSV, in at most half the budget, when the read asks for a table."""
+        if not wants_tables(found.intent.text):
+            return Extras()
+        tables = _table_items(parsed, view, found.ranking.raw, list(found.contents), budget // 2, exclude)
+        return Extras(tuple(tables), ("tables" if tables else "no-table-found",), "+find_tables")
+
+    def leads(self, parsed: Parsed, items: Sequence[EvidenceItem], intent: ReadIntent) -> tuple[str, ...]:
+        return tuple(_uncited(parsed, items, intent))
+
+    def widen(self, parsed: Parsed, anchor: str) -> list[str]:
+        """A passage's whole page first, then lines of context on that page."""
+        match = PAGE_LINES.fullmatch(anchor.strip())
+        if not match:
+            return []
+        page = int(match.group(1))
+        lines = widen_lines(f"L{match.group(2)}" + (f"-{match.group(3)}" if match.group(3) else ""),
+                            _pages(parsed).page_lines(page), len(parsed.full_view), f"p{page}:")
+        return [f"p{page}", *lines]
 
     # -- focus -----------------------------------------------------------------
 
@@ -211,21 +182,20 @@ def _uncited(parsed: Parsed, items: Sequence[EvidenceItem], intent: ReadIntent) 
     return [f"p{page}" for page in dict.fromkeys(pages)]
 
 
-def _statements_first(parsed: Parsed, view: _View, ranking: Ranking, text: str) -> Ranking:
-    """A read that names a financial statement, or asks for figures one holds, ranks that statement's pages
-    first (readers.pdf.statements)."""
+def _statement_lift(parsed: Parsed, view: UnitView, text: str) -> Scores | None:
+    """Per unit in view: the share of the slot's best score its statement page gains (None: no lift)."""
     known: dict[str, list[int]] = parsed.data.get("statements", {})
     lifts: dict[int, float] = {}
     for kind, share in asked_kinds(text).items():
         for page in known.get(kind, ()):
             lifts[page] = max(share, lifts.get(page, 0.0))
     if not lifts:
-        return ranking
+        return None
     page_of = np.searchsorted(_pages(parsed).marker_starts, view.starts, side="right")
     lift = np.zeros(len(page_of))
     for page, share in lifts.items():
         lift = np.maximum(lift, share * (page_of == page))
-    return replace(ranking, ranked=boosted(ranking.ranked, lift), flags=(*ranking.flags, "statement-pages"))
+    return lift
 
 
 def _data(parsed: Parsed, key: str, kind: type[_T]) -> _T:
@@ -238,19 +208,17 @@ def _pages(parsed: Parsed) -> PageMap:
     return _data(parsed, "pages", PageMap)
 
 
-def _with_method(scope: Scope, method: str) -> Scope:
-    return Scope(scope.units_scanned, scope.unit, method, scope.chars_processed, scope.note)
-
-
-def _view(parsed: Parsed, spec: str | None) -> _View:
-    pages = _pages(parsed)
+def _view(parsed: Parsed, spec: str | None) -> UnitView:
+    """The units a locate may pick from (all, or those inside ``&scope=``); page markers never score."""
     starts: Offsets = parsed.data["unit_starts"]
     ends: Offsets = parsed.data["unit_ends"]
     markers: Mask = parsed.data["markers"]
+    index = functools.partial(_data, parsed, "index", UnitIndex)
     if spec is None:
         scope = Scope(int(np.count_nonzero(~markers)), "sentences", _METHOD, len(parsed.full_view))
-        return _View(starts, ends, 0, markers, (1, pages.pages), scope)
-    lo, hi = resolve(pages, spec, "&scope=")
+        return UnitView(starts, ends, 0, scope, index, silent=markers, span=(0, len(parsed.full_view)),
+                        empty=NO_TEXT)
+    lo, hi = resolve(_pages(parsed), spec, "&scope=")
     first = int(np.searchsorted(ends, lo, side="right"))
     last = int(np.searchsorted(starts, hi, side="left"))
     starts, ends, markers = starts[first:last].copy(), ends[first:last].copy(), markers[first:last]
@@ -259,13 +227,13 @@ def _view(parsed: Parsed, spec: str | None) -> _View:
         starts[-1], ends[-1] = strip_span(parsed.full_view, int(starts[-1]), min(int(ends[-1]), hi))
         markers = markers | (starts >= ends)
     scope = Scope(int(np.count_nonzero(~markers)), "sentences", _METHOD, hi - lo, note=f"scope {spec.strip()}")
-    return _View(starts, ends, first, markers, (pages.page_of(lo), pages.page_of(max(lo, hi - 1))), scope)
+    return UnitView(starts, ends, first, scope, index, silent=markers, span=(lo, hi), empty=NO_TEXT)
 
 
-def _text_flags(parsed: Parsed, view: _View) -> tuple[str, ...]:
+def _text_flags(parsed: Parsed, view: UnitView) -> tuple[str, ...]:
     """``no-text-layer:p3,p7-9`` for pages in view without text; ``repaired-pdf``."""
     pages = _pages(parsed)
-    lo, hi = view.pages
+    lo, hi = pages.page_of(view.span[0]), pages.page_of(max(view.span[0], view.span[1] - 1))
     empty = [p for p in range(lo, hi + 1) if pages.text_starts[p - 1] == pages.text_ends[p - 1]]
     flags = [f"no-text-layer:{page_ranges(empty, 60)}"] if empty else []
     if parsed.data["meta"]["repaired"]:
@@ -273,48 +241,11 @@ def _text_flags(parsed: Parsed, view: _View) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def _item(parsed: Parsed, start: int, end: int) -> EvidenceItem:
+def _anchor(parsed: Parsed, start: int, end: int) -> Anchor:
     pages = _pages(parsed)
     heading = pages.heading_above(start)
-    anchor = Anchor(
-        pages.label(start, end),
-        start,
-        end,
-        pages.line_of(start),
-        pages.line_of(max(start, end - 1)),
-        heading.title if heading else None,
-    )
-    return EvidenceItem(anchor, parsed.full_view[start:end])
-
-
-def _slots(slots: dict[int, set[int]], run: Sequence[int]) -> tuple[int, ...]:
-    return tuple(sorted(set().union(*(slots[u] for u in run))))
-
-
-def _coverage(
-    parsed: Parsed,
-    view: _View,
-    slot: str,
-    j: int,
-    content: frozenset[str],
-    scores: Scores | None,
-    items: Sequence[EvidenceItem],
-    pages: Sequence[str] = (),
-) -> SlotCoverage:
-    """The slot's items judged by the calibrated coverage model (``readers.retrieval.confidence``); an
-    item counts as the slot's when it scores > 0 and shares a content word. ``pages``: statement pages
-    the read asked for that no item cites, the first candidates to look at."""
-    mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if not (mine and mine[0].score > 0 and content & content_tokens(mine[0].text)):
-        mine = []
-    candidates: list[str] = list(pages)
-    if scores is not None:
-        for u in np.argsort(-scores, kind="stable")[:12].tolist():
-            label = _pages(parsed).label(int(view.starts[u]), int(view.ends[u]))
-            if scores[u] > 0 and label not in candidates:
-                candidates.append(label)
-    sig = signals(_data(parsed, "index", UnitIndex), slot, scores, [it.text for it in mine])
-    return judge(slot, sig, [it.anchor.label for it in mine], candidates)
+    return Anchor(pages.label(start, end), start, end, pages.line_of(start), pages.line_of(max(start, end - 1)),
+                  heading.title if heading else None)
 
 
 # -- tables ----------------------------------------------------------------------
@@ -327,7 +258,7 @@ def _cached_tables(parsed: Parsed, page: int) -> list[str]:
     return cache[page]
 
 
-def _best_pages(parsed: Parsed, view: _View, raw: dict[int, Scores]) -> list[tuple[int, float]]:
+def _best_pages(parsed: Parsed, view: UnitView, raw: dict[int, Scores]) -> list[tuple[int, float]]:
     """The TABLE_PAGES pages whose best unit scores highest (any slot)."""
     pages = _pages(parsed)
     best: dict[int, float] = {}
@@ -341,7 +272,7 @@ def _best_pages(parsed: Parsed, view: _View, raw: dict[int, Scores]) -> list[tup
 
 def _table_items(
     parsed: Parsed,
-    view: _View,
+    view: UnitView,
     raw: dict[int, Scores],
     contents: list[frozenset[str]],
     budget: int,

@@ -15,10 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
-from readers.retrieval.bm25index import Scores
-
 TITLES: Mapping[str, re.Pattern[str]] = {
     "income": re.compile(
         r"statements? of (consolidated |comprehensive )?(income|operations|earnings|(net )?loss)|"
@@ -87,13 +83,3 @@ def asked_kinds(text: str) -> dict[str, float]:
     """The statement kinds a read's text names (BOOST) or asks figures of (IMPLIED_BOOST)."""
     kinds = {kind: IMPLIED_BOOST for kind, implied in IMPLIED.items() if implied.search(text)}
     return kinds | {kind: BOOST for kind, asked in ASKED.items() if asked.search(text)}
-
-
-def boosted(ranked: Mapping[int, Scores], lift: np.ndarray) -> dict[int, Scores]:
-    """Each slot's scores with the units on statement pages lifted by their page's share (``lift``, per
-    unit) of the slot's best score; only units that already score (a page never wins on its title alone)."""
-    out: dict[int, Scores] = {}
-    for slot, scores in ranked.items():
-        top = float(scores.max()) if len(scores) else 0.0
-        out[slot] = scores + top * lift * (scores > 0)
-    return out

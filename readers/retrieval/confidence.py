@@ -1,10 +1,12 @@
 """How likely a slot's evidence is among the passages a pack shows: coverage as a calibrated promise.
 
 A pack says ``matched`` only when the evidence is very likely there: the
-probability below reaches the calibrated threshold (``readers/calibration.json``,
-key ``coverage``, fitted by ``scripts/calibrate_coverage.py`` on the
-calibration split of the dev sets so that "matched" keeps a precision of at
-least 90%). Below it, passages that share the slot's words are ``candidate``:
+probability below reaches the calibrated threshold of the Reader's family
+(``readers/calibration.json``, key ``coverage``: one model fitted by
+``scripts/calibrate_coverage.py`` on the calibration split of the dev sets, and
+per family the threshold at which "matched" keeps a precision of at least 90%
+on that family's calibration split; a family with no such threshold is never
+promised ``matched``). Below it, passages that share the slot's words are ``candidate``:
 the best found, not promised. A slot whose words the artifact mostly lacks, or
 with nothing shown, is ``unresolved``.
 
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import astuple, dataclass
 from functools import cache
 from importlib import resources
@@ -138,16 +140,24 @@ def _top(raw: Scores | None, total: float) -> tuple[float, float, float, float]:
 
 @dataclass(frozen=True)
 class Model:
-    """A logistic model over the signals and the two thresholds that name the states."""
+    """A logistic model over the signals, and the thresholds that name the states.
+
+    ``matched`` holds one threshold per Reader family the promise was calibrated for
+    (``scripts/calibrate_coverage.py``: the lowest probability keeping 90% precision on that family's
+    calibration split); a family without one is never promised ``matched``, only ``candidate``."""
 
     weights: tuple[float, ...]
     bias: float
-    matched: float
+    matched: Mapping[str, float]
     candidate: float
 
     def probability(self, sig: Signals) -> float:
         z = self.bias + sum(w * x for w, x in zip(self.weights, sig.vector(), strict=True))
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def threshold(self, family: str) -> float | None:
+        """The probability ``family`` says matched from; None when it was never calibrated."""
+        return self.matched.get(family)
 
 
 @cache
@@ -155,30 +165,43 @@ def shipped_model() -> Model:
     """The calibrated model shipped in ``readers/calibration.json``."""
     table = orjson.loads(resources.files("readers").joinpath(TABLE_FILE).read_bytes())
     entry = table["coverage"]
-    return Model(tuple(float(entry["weights"][n]) for n in NAMES), float(entry["bias"]),
-                 float(entry["matched"]), float(entry["candidate"]))
+    families = {str(name): float(found["matched"]) for name, found in dict(entry["families"]).items()}
+    return Model(tuple(float(entry["weights"][n]) for n in NAMES), float(entry["bias"]), families,
+                 float(entry["candidate"]))
 
 
 def status_of(
-    sig: Signals, shown_any: bool, model: Model | None = None, verbatim: bool = False
+    sig: Signals, shown_any: bool, model: Model | None = None, verbatim: bool = False, family: str = "text"
 ) -> tuple[Status, float]:
-    """The state a slot earns, with its probability: unresolved with nothing shown or a need the artifact
-    mostly lacks (``verbatim``: the passages hold the slot's words as written, whatever the index saw)."""
+    """The state a slot earns for a Reader of ``family``, with its probability: unresolved with nothing shown
+    or a need the artifact mostly lacks (``verbatim``: the passages hold the slot's words as written,
+    whatever the index saw); matched only where ``family`` was calibrated."""
     chosen = model or shipped_model()
     p = chosen.probability(sig)
     if not shown_any or (sig.found < FOUND_FLOOR and not verbatim) or p < chosen.candidate:
         return "unresolved", p
-    promised = p >= chosen.matched and (sig.found >= MATCHED_FOUND_FLOOR or verbatim)
+    threshold = chosen.threshold(family)
+    promised = threshold is not None and p >= threshold and (sig.found >= MATCHED_FOUND_FLOOR or verbatim)
     return ("matched" if promised else "candidate"), p
 
 
 def judge(slot: str, sig: Signals, anchors: Sequence[str], closest: Sequence[str],
-          verbatim: bool = False) -> SlotCoverage:
-    """The slot's coverage: matched or candidate with its anchors, else unresolved with the closest units."""
-    status, p = status_of(sig, bool(anchors), verbatim=verbatim)
-    if status == "unresolved":
-        return SlotCoverage(slot, "unresolved", candidates=tuple(closest[:3]), confidence=round(p, 3),
-                            signals=tuple(sig.vector()))
-    others = tuple(c for c in closest if c not in anchors)[:3] if status == "candidate" else ()
-    return SlotCoverage(slot, status, anchors=tuple(anchors), candidates=others, confidence=round(p, 3),
-                        signals=tuple(sig.vector()))
+          verbatim: bool = False, family: str = "text", leads: Sequence[str] = ()) -> SlotCoverage:
+    """The slot's coverage for a Reader of ``family``: matched or candidate with its anchors, else unresolved
+    with the Reader's ``leads`` and the closest units. The one place a Reader's coverage is decided
+    (``readers.retrieval.locate``)."""
+    status, p = status_of(sig, bool(anchors), verbatim=verbatim, family=family)
+    shown = tuple(anchors) if status != "unresolved" else ()
+    others = tuple(dict.fromkeys(c for c in (*leads, *closest) if c not in shown))[:3] if status != "matched" else ()
+    led = tuple(c for c in others if c in leads)
+    return SlotCoverage(slot, status, shown, others, round(p, 3), tuple(sig.vector()), family, verbatim, led)
+
+
+def vouches(coverage: SlotCoverage, model: Model | None = None) -> bool:
+    """Whether the calibrated judge, given what ``coverage`` records, says what it says: the check the
+    conformance suite makes of every ``matched`` a Reader hands out."""
+    if not coverage.signals or coverage.confidence is None:
+        return False
+    sig = Signals(*coverage.signals)
+    status, _ = status_of(sig, bool(coverage.anchors), model, coverage.verbatim, coverage.judged_by)
+    return status == coverage.status

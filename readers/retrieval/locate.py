@@ -1,25 +1,44 @@
-"""The locate pipeline every ranking Reader shares: units in view -> ranked by the intent's method -> chosen
-within the budget -> passages -> coverage judged by the calibrated model.
+"""The one locate pipeline of every ranking Reader (Reader contract v2, issue 27).
 
-A Reader describes what it may pick from as a :class:`UnitView` (unit offsets into its full view, where
-they sit in the :class:`UnitIndex` that scores them, its ``Scope``) and keeps only what is its own: how
-a run of chosen units becomes anchored passages, and how one unit is labelled. Everything between is
-here, so every Reader honours every location method of :mod:`readers.retrieval.methods` (lexical, bm25,
-hybrid, region: ``ReadIntent.method``) the same way, and a slot is ``matched`` by the same calibrated
-promise (:mod:`readers.retrieval.confidence`) whichever Reader served it.
+A Reader that ranks passages subclasses :class:`RankingReader` and supplies small hooks; its ``locate``
+is this module's and may not be overridden (the class refuses it). The pipeline, in order::
+
+    units in scope (hook: units)          the UnitView: offsets, the index that scores them, the Scope
+    slots -> their terms (hook: slot_terms)
+    [expand]                              query expansion: the text the units are ranked by
+    rank by the intent's method           readers.retrieval.methods (lexical, bm25, hybrid, region)
+      (hook: adjustment.raw)              e.g. the Code Reader lifts a named symbol's definition
+    adjustment.lift / .weight             structure boosts (a filing's statement pages), demotions
+    [rerank]                              a shortlist reranker over the ranking
+    extra items (hook: extras)            e.g. a PDF's tables, out of the same budget
+    choose units within the budget        readers.retrieval.methods.choose_units
+    [extend]                              passage extension: to the sentence, row or cell the answer needs
+    runs -> anchored passages (hooks: runs, anchor)
+    coverage (hooks: label, leads)        judged once, here, by the calibrated judge
+
+The bracketed stages are :class:`Stages`: empty by default, set per Reader (``RankingReader.stages``) or
+for all (:data:`PIPELINE`), so an improvement to one of them reaches every ranking Reader at once.
+
+Coverage is built in one place (:func:`judged`): every slot's state comes from
+:func:`readers.retrieval.confidence.judge` for the Reader's ``family``, which says ``matched`` only for a
+family it was calibrated on. A passage counts as a slot's when it scores > 0 and shares a content word
+with it (``verbatim``, the lexical method: the score already says it holds one as written); an unresolved
+slot names the Reader's ``leads`` first, then the best-scoring units not shown and not excluded.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, final
 
 import numpy as np
 
-from readers.base import Batch, EvidenceItem, Parsed, ReadIntent, Scope, SlotCoverage
+from readers.base import Anchor, Batch, EvidenceItem, Parsed, Reader, ReadIntent, Scope, SlotCoverage
 from readers.retrieval.bm25index import Mask, Offsets, Scores, Selection, UnitIndex, blocked_mask, content_tokens
 from readers.retrieval.confidence import judge, signals
-from readers.retrieval.methods import Adjust, Ranking, choose_units, rank_units
+from readers.retrieval.methods import DEFAULT_METHOD, METHODS, Adjust, Ranking, choose_units, rank_units
 
 CANDIDATES = 3
 """Closest units an unresolved slot names."""
@@ -33,7 +52,9 @@ class UnitView:
     ``starts``/``ends`` are the units' offsets into the full view, in document order; ``first`` is
     where the first of them sits in the index ``index()`` returns (built on first use: a read
     without content words never builds one); ``ids`` are their ids in the artifact's dense cache
-    when those are not ``first, first + 1, ...``; ``silent`` units never score (a PDF's page markers).
+    when those are not ``first, first + 1, ...``; ``silent`` units never score (a PDF's page markers);
+    ``span`` is the part of the full view the view covers; ``empty`` the flag of a view without a unit
+    that can score (a scope without text, a sheet without rows).
     """
 
     starts: Offsets
@@ -43,103 +64,281 @@ class UnitView:
     index: Callable[[], UnitIndex]
     ids: Offsets | None = None
     silent: Mask | None = None
+    span: tuple[int, int] = (0, 0)
+    empty: str = "no-units"
+
+    def live(self) -> int:
+        """Units that can score."""
+        return len(self.starts) - (int(np.count_nonzero(self.silent)) if self.silent is not None else 0)
 
 
 @dataclass(frozen=True, eq=False)
-class Located:
-    """What the pipeline found: the slots and their content words, the ranking, the chosen units."""
+class Adjustment:
+    """How a Reader changes the ranking, whatever the method: ``raw(j, scores)`` changes slot j's raw unit
+    scores before they are ranked (and judged); ``lift`` (per unit in view) adds that share of each slot's
+    best ranked score to the units that already score (a structure boost: a filing's statement pages);
+    ``weight`` (per unit) multiplies the ranked scores (a demotion below 1: boilerplate). ``flag`` is said
+    in the pack when the adjustment changed anything."""
 
+    raw: Adjust | None = None
+    lift: Scores | None = None
+    weight: Scores | None = None
+    flag: str = ""
+
+
+NO_ADJUSTMENT = Adjustment()
+
+
+@dataclass(frozen=True, eq=False)
+class Found:
+    """What the ranking found: the slots and their content words, the index, the ranking, the blocked units."""
+
+    intent: ReadIntent
     slots: tuple[str, ...]
     contents: tuple[frozenset[str], ...]
     index: UnitIndex
     ranking: Ranking
-    selection: Selection
     blocked: Mask
 
-    def coverage(
-        self, items: Sequence[EvidenceItem], label_of: Callable[[int], str], skip_blocked: bool = False
-    ) -> tuple[SlotCoverage, ...]:
-        """One judged entry per slot; candidates are labelled by ``label_of(unit in view)`` (never an
-        already exposed unit with ``skip_blocked``)."""
-        blocked = self.blocked if skip_blocked else None
-        return tuple(
-            slot_coverage(self.index, slot, j, self.contents[j], self.ranking.raw.get(j), items,
-                          closest_labels(self.ranking.raw.get(j), label_of, blocked), self.ranking.verbatim)
-            for j, slot in enumerate(self.slots)
-        )
 
-    def batch(
-        self, items: Sequence[EvidenceItem], scope: Scope, label_of: Callable[[int], str],
-        flags: tuple[str, ...] = (), skip_blocked: bool = False,
+@dataclass(frozen=True)
+class Extras:
+    """Items a Reader adds beside its passages (a PDF's tables): they come out of the same budget."""
+
+    items: tuple[EvidenceItem, ...] = ()
+    flags: tuple[str, ...] = ()
+    method: str = ""  # appended to the scope's method when items came ("+find_tables")
+
+
+Expand = Callable[[Parsed, UnitView, ReadIntent], ReadIntent]
+"""Query expansion: the intent the units are ranked by (e.g. with the document's own acronyms spelled out).
+Coverage still judges the slots as asked: the judge was calibrated on them."""
+Rerank = Callable[[Parsed, UnitView, Found], Ranking]
+"""A shortlist reranker: a new ranking (``ranked`` scores) from what the method found."""
+Extend = Callable[[Parsed, UnitView, Found, Selection], Selection]
+"""Passage extension: the chosen units grown to the sentence, row or cell the answer needs."""
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The pipeline's optional stages (module docstring); None skips a stage."""
+
+    expand: Expand | None = None
+    rerank: Rerank | None = None
+    extend: Extend | None = None
+
+
+PIPELINE = Stages()
+"""The stages every ranking Reader runs unless it sets its own ``stages``."""
+
+
+class RankingReader(Reader):
+    """A Reader that answers an intent by ranking units of its full view: hooks in, one ``locate`` out."""
+
+    methods = frozenset(METHODS)
+    stages: Stages | None = None  # None: PIPELINE
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "locate" in cls.__dict__:
+            raise TypeError(f"{cls.__name__} overrides locate: a ranking Reader supplies hooks (readers.retrieval"
+                            ".locate), the pipeline is shared")
+
+    @property
+    def default_method(self) -> str:
+        """The method a read gets when it names none this Reader declares (bm25 if declared)."""
+        return DEFAULT_METHOD if DEFAULT_METHOD in self.methods else min(self.methods)
+
+    @property
+    def family(self) -> str:
+        """Whose calibration judges this Reader's coverage (``readers/calibration.json``): its name."""
+        return self.name
+
+    @final
+    def locate(
+        self, parsed: Parsed, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]] = (),
+        k: int | None = None,
     ) -> Batch:
-        """The Reader's answer: its passages, the scope named by the method that ran, judged coverage."""
-        coverage = self.coverage(items, label_of, skip_blocked)
-        return Batch(tuple(items), replace(scope, method=self.ranking.method), coverage, (*flags, *self.ranking.flags))
+        return locate(self, parsed, intent, max_chars, exclude, k)
+
+    # -- hooks -----------------------------------------------------------------------
+
+    @abstractmethod
+    def units(self, parsed: Parsed, scope: str | None) -> UnitView:
+        """The units in ``scope`` (the Reader's anchor syntax; None: all); BadAnchor when it does not resolve."""
+
+    @abstractmethod
+    def anchor(self, parsed: Parsed, view: UnitView, run: Sequence[int]) -> Anchor:
+        """The anchor of a passage made of the consecutive units ``run`` (positions in ``view``); its span is
+        the passage's text in the full view."""
+
+    def runs(self, parsed: Parsed, view: UnitView, run: list[int]) -> list[list[int]]:
+        """A run of chosen neighbours cut where one passage must not cross (a sheet, non-adjacent values)."""
+        return [run]
+
+    def label(self, parsed: Parsed, view: UnitView, unit: int) -> str:
+        """What a candidate names for one unit (a place to @focus on)."""
+        return self.anchor(parsed, view, [unit]).label
+
+    def slot_terms(self, parsed: Parsed, slot: str) -> frozenset[str]:
+        """A slot's content words (a Reader may count more: symbol names)."""
+        return content_tokens(slot)
+
+    def adjustment(self, parsed: Parsed, view: UnitView, intent: ReadIntent) -> Adjustment:
+        """Score adjustments for this read (:class:`Adjustment`); none by default."""
+        return NO_ADJUSTMENT
+
+    def extras(self, parsed: Parsed, view: UnitView, found: Found, budget: int,
+               exclude: Sequence[tuple[int, int]]) -> Extras:
+        """Items beside the passages, within ``budget`` characters; none by default."""
+        return Extras()
+
+    def leads(self, parsed: Parsed, items: Sequence[EvidenceItem], intent: ReadIntent) -> tuple[str, ...]:
+        """Anchors an unresolved or candidate slot names before its closest units (a statement page no
+        passage cites); none by default."""
+        return ()
+
+    def flags(self, parsed: Parsed, view: UnitView) -> tuple[str, ...]:
+        """Flags every answer over this view carries (pages without text, a symbol index's limits)."""
+        return ()
 
 
-def locate_units(
-    parsed: Parsed, view: UnitView, intent: ReadIntent, max_chars: int, exclude: Sequence[tuple[int, int]] = (),
-    k: int | None = None, contents: Sequence[frozenset[str]] | None = None, adjust: Adjust | None = None,
-) -> Located | None:
-    """Rank the view's units by the intent's method and choose them within ``max_chars`` (at most
-    ``k`` passages), never one overlapping ``exclude``; None when no slot has a content word
-    (``contents``: each slot's, when a Reader counts more than its words, e.g. symbol names)."""
+# -- the pipeline ----------------------------------------------------------------------------
+
+
+def locate(
+    reader: RankingReader, parsed: Parsed, intent: ReadIntent, max_chars: int,
+    exclude: Sequence[tuple[int, int]] = (), k: int | None = None,
+) -> Batch:
+    """The module docstring's pipeline, for one read."""
+    if intent.method not in reader.methods:
+        intent = replace(intent, method=reader.default_method)
+    view = reader.units(parsed, intent.scope)
+    flags = reader.flags(parsed, view)
     slots = intent.slots or (intent.text,)
-    words = tuple(contents) if contents is not None else tuple(content_tokens(slot) for slot in slots)
-    if not any(words):
-        return None
+    contents = tuple(reader.slot_terms(parsed, slot) for slot in slots)
+    if not any(contents) or not view.live():
+        return unresolved(intent, view.scope, (*flags, NO_CONTENT if not any(contents) else view.empty))
+    stages = reader.stages or PIPELINE
+    found = _ranked(reader, parsed, view, intent, slots, contents, exclude, stages)
+    extra = reader.extras(parsed, view, found, max_chars, exclude)
+    budget = max_chars - sum(len(item.text) for item in extra.items)
+    units = (view.starts, view.ends, view.first)
+    selection = choose_units(found.ranking, found.index, units, found.blocked, budget, k)
+    if stages.extend is not None:
+        selection = stages.extend(parsed, view, found, selection)
+    items = sorted([*passages(reader, parsed, view, selection), *extra.items],
+                   key=lambda it: (it.anchor.char_start, it.anchor.char_end))
+    coverage = judged(reader, parsed, view, found, items)
+    method = found.ranking.method + (extra.method if extra.items else "")
+    return Batch(tuple(items), replace(view.scope, method=method), coverage,
+                 (*flags, *extra.flags, *found.ranking.flags))
+
+
+def _ranked(
+    reader: RankingReader, parsed: Parsed, view: UnitView, intent: ReadIntent, slots: tuple[str, ...],
+    contents: tuple[frozenset[str], ...], exclude: Sequence[tuple[int, int]], stages: Stages,
+) -> Found:
+    """Rank the view's units for the slots with content words (expanded, adjusted, reranked)."""
     index = view.index()
     blocked = blocked_mask(view.starts, view.ends, exclude)
     if view.silent is not None:
         blocked |= view.silent
-    searched = {j: slot for j, slot in enumerate(slots) if words[j]}
+    asked = stages.expand(parsed, view, intent) if stages.expand is not None else intent
+    asked_slots = asked.slots or (asked.text,)
+    searched = {j: asked_slots[j] for j in range(len(slots)) if contents[j] and j < len(asked_slots)}
+    adjustment = reader.adjustment(parsed, view, intent)
     units = (view.starts, view.ends, view.first)
-    ranking = rank_units(parsed, index, units, intent, searched, blocked, view.silent, adjust, view.ids)
-    selection = choose_units(ranking, index, units, blocked, max_chars, k)
-    return Located(tuple(slots), words, index, ranking, selection, blocked)
+    ranking = rank_units(parsed, index, units, asked, searched, blocked, view.silent, adjustment.raw, view.ids)
+    found = Found(intent, slots, contents, index, _adjusted(ranking, adjustment), blocked)
+    if stages.rerank is not None:
+        found = replace(found, ranking=stages.rerank(parsed, view, found))
+    return found
+
+
+def _adjusted(ranking: Ranking, adjustment: Adjustment) -> Ranking:
+    """The ranked scores with the adjustment's lift and weight (raw scores stay what the method gave)."""
+    if adjustment.lift is None and adjustment.weight is None:
+        return ranking
+    ranked: dict[int, Scores] = {}
+    for slot, scores in ranking.ranked.items():
+        top = float(scores.max()) if len(scores) else 0.0
+        lifted = scores + top * adjustment.lift * (scores > 0) if adjustment.lift is not None else scores
+        ranked[slot] = lifted * adjustment.weight if adjustment.weight is not None else lifted
+    flags = (*ranking.flags, adjustment.flag) if adjustment.flag else ranking.flags
+    return replace(ranking, ranked=ranked, flags=flags)
+
+
+def passages(reader: RankingReader, parsed: Parsed, view: UnitView, selection: Selection) -> list[EvidenceItem]:
+    """One item per run of chosen units (cut where the Reader says), anchored by the Reader, in order."""
+    items: list[EvidenceItem] = []
+    for run in selection.passages():
+        for part in reader.runs(parsed, view, run):
+            anchor = reader.anchor(parsed, view, part)
+            text = parsed.full_view[anchor.char_start : anchor.char_end]
+            items.append(EvidenceItem(anchor, text, run_score(selection, part), run_slots(selection, part)))
+    return items
 
 
 def unresolved(intent: ReadIntent, scope: Scope, flags: tuple[str, ...] = ()) -> Batch:
-    """The answer to a read none of whose slots has a content word: nothing, every slot unresolved."""
+    """The answer to a read with nothing to search: no passages, every slot unresolved."""
     slots = intent.slots or (intent.text,)
-    return Batch((), scope, tuple(SlotCoverage(slot, "unresolved") for slot in slots), (*flags, NO_CONTENT))
+    return Batch((), scope, tuple(SlotCoverage(slot, "unresolved") for slot in slots), flags)
 
 
 def run_score(selection: Selection, run: Sequence[int]) -> float:
     """A passage's score: its best unit's, rounded as packs show it."""
-    return round(max(selection.best[u] for u in run), 4)
+    return round(max(selection.best.get(u, 0.0) for u in run), 4)
 
 
 def run_slots(selection: Selection, run: Sequence[int]) -> tuple[int, ...]:
     """The slots a passage serves: those of any of its units."""
-    return tuple(sorted(set().union(*(selection.slots[u] for u in run))))
+    return tuple(sorted(set().union(*(selection.slots.get(u, set()) for u in run))))
 
 
-def slot_coverage(
-    index: UnitIndex,
-    slot: str,
-    j: int,
-    content: frozenset[str],
-    raw: Scores | None,
-    items: Sequence[EvidenceItem],
-    closest: Sequence[str],
-    verbatim: bool = False,
-) -> SlotCoverage:
-    """Slot j's passages judged by the calibrated coverage model: matched, candidate, or unresolved with
-    the ``closest`` units. A passage counts as the slot's when it scores > 0 and shares a content word
-    (``verbatim``: the score already says it holds one as written)."""
+# -- coverage, in one place ------------------------------------------------------------------
+
+
+def judged(
+    reader: RankingReader, parsed: Parsed, view: UnitView, found: Found, items: Sequence[EvidenceItem],
+) -> tuple[SlotCoverage, ...]:
+    """One entry per slot, each judged by the calibrated judge of the Reader's family."""
+    leads = reader.leads(parsed, items, found.intent)
+    hidden = found.blocked | _shown(view, items)
+    verbatim = found.ranking.verbatim
+    out = []
+    for j, slot in enumerate(found.slots):
+        raw = found.ranking.raw.get(j)
+        mine = _slot_items(items, j, found.contents[j], verbatim)
+        closest = closest_labels(raw, lambda u: reader.label(parsed, view, u), hidden)
+        sig = signals(found.index, slot, raw, [it.text for it in mine])
+        out.append(judge(slot, sig, [it.anchor.label for it in mine], closest, verbatim, reader.family, leads))
+    return tuple(out)
+
+
+def _slot_items(items: Sequence[EvidenceItem], j: int, content: frozenset[str], verbatim: bool) -> list[EvidenceItem]:
+    """Slot j's passages, best first; none when the best does not score or shares no content word."""
     mine = sorted((it for it in items if j in it.slots), key=lambda it: -it.score)
-    if not (mine and mine[0].score > 0 and (verbatim or content & content_tokens(mine[0].text))):
-        mine = []
-    sig = signals(index, slot, raw, [it.text for it in mine])
-    return judge(slot, sig, [it.anchor.label for it in mine], closest, verbatim)
+    if mine and mine[0].score > 0 and (verbatim or content & content_tokens(mine[0].text)):
+        return mine
+    return []
+
+
+def _shown(view: UnitView, items: Sequence[EvidenceItem]) -> Mask:
+    """Units inside a passage this answer shows (a candidate names a place the agent has not seen)."""
+    mask: Mask = np.zeros(len(view.starts), dtype=np.bool_)
+    for item in items:
+        a = item.anchor
+        if a.char_end > a.char_start:
+            mask |= (view.starts >= a.char_start) & (view.ends <= a.char_end)
+    return mask
 
 
 def closest_labels(
     raw: Scores | None, label_of: Callable[[int], str], blocked: Mask | None = None, n: int = CANDIDATES
 ) -> tuple[str, ...]:
-    """Labels of the best-scoring units (raw, unsmoothed scores > 0), distinct, at most ``n``: where an
-    unresolved slot's evidence most likely is."""
+    """Labels of the best-scoring units (raw, unsmoothed scores > 0), distinct, at most ``n``, none of a
+    ``blocked`` unit: where an unresolved slot's evidence most likely is."""
     if raw is None:
         return ()
     labels: list[str] = []
@@ -149,3 +348,4 @@ def closest_labels(
             if label not in labels:
                 labels.append(label)
     return tuple(labels[:n])
+

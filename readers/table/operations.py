@@ -53,6 +53,10 @@ DEFAULT_K = 20
 MAX_K = 500
 _PLAIN = re.compile(r"[0-9+\-.eE \t]*")
 """Cells made only of these characters parse the same with numpy as with :func:`as_number`."""
+_PLAIN_BYTES = np.zeros(256, dtype=np.bool_)
+_PLAIN_BYTES[np.frombuffer(b"0123456789+-.\n", dtype=np.uint8)] = True
+"""Bytes of a column :func:`scaled_sum` sums exactly: digits, sign, point (cells joined by newlines)."""
+_BLANK = re.compile(r"\s")
 _SINCE_HINT = "a table has no timestamp field: filter a date column, e.g. &where=date>=2020-01-01"
 
 
@@ -220,6 +224,46 @@ def exact_sum(texts: Sequence[str], floats: Floats) -> tuple[str, str, float]:
     return format_number(total_float), "math.fsum, correctly rounded float sum", mean
 
 
+def scaled_sum(cells: list[str], nums: Floats) -> tuple[str, str, float] | None:
+    """:func:`exact_sum`'s answer without a Decimal per cell, for a column of plain decimals (every non-empty
+    cell numeric, digits, sign and point only): each value times 10^d (d its most decimal places) is an
+    integer below 2^51, which the float recovers exactly (its error stays under 0.5), so the integers' sum
+    is the exact sum. None when that does not hold (the Decimal sum then runs). A 1M-row column sums in
+    tens of milliseconds instead of ~0.3 s, which a cold ``@sum`` needs to stay within 1 s."""
+    text = np.frombuffer("\n".join(cells).encode("ascii", "replace"), dtype=np.uint8)
+    if not len(nums) or not _PLAIN_BYTES[text].all():
+        return None
+    places = _decimal_places(text)
+    scaled = nums * 10.0**places
+    if places > 15 or float(np.abs(scaled).max()) >= 2.0**51:
+        return None
+    ints = np.rint(scaled).astype(np.int64)
+    total = int(ints.sum()) if len(ints) * 2**51 < 2**63 else sum(ints.tolist())
+    with decimal.localcontext() as ctx:
+        ctx.prec = 400
+        exact = decimal.Decimal(total).scaleb(-places)
+        method = "exact decimal sum" if places else "exact integer sum"
+        return f"{exact:,f}", method, float(exact / len(nums))
+
+
+def _decimal_places(text: npt.NDArray[np.uint8], most: int = 16) -> int:
+    """The most digits after a '.' in the ASCII ``text`` (at most ``most``): digit by digit after every point."""
+    at = np.flatnonzero(text == ord("."))
+    places = 0
+    while len(at) and places < most:
+        at = at[at + 1 < len(text)] + 1
+        at = at[(text[at] >= ord("0")) & (text[at] <= ord("9"))]
+        places += bool(len(at))
+    return places
+
+
+def _empty_cells(cells: list[str]) -> int:
+    """Cells that are empty or blank (a C-speed count when no cell holds a blank)."""
+    if not _BLANK.search("".join(cells)):
+        return cells.count("")
+    return sum(1 for v in cells if not v.strip())
+
+
 def aggregate(sel: Selection, op: Operation, max_chars: int) -> Batch:
     name = op.name
     if op.by is not None:
@@ -232,8 +276,8 @@ def aggregate(sel: Selection, op: Operation, max_chars: int) -> Batch:
     j = resolve_column(sel.sheet, op.target or "")
     label, col = sel.label(j), sel.sheet.columns[j]
     values = sel.values(j)
-    picked = [values[i] for i in sel.rows.tolist()]
-    empty = sum(1 for v in picked if not v.strip())
+    picked = values if len(sel.rows) == len(values) else [values[i] for i in sel.rows.tolist()]  # rows: sorted
+    empty = _empty_cells(picked)
     if name == "count":
         text = f"count({col}) = {len(picked) - empty:,} non-empty cells in {len(picked):,} matched rows"
         return _batch(sel, label, [text], [j], op, max_chars)
@@ -257,8 +301,10 @@ def numeric_line(sel: Selection, op: Operation, j: int, picked: list[str], empty
         return f"{op.name}({col}): no numeric cells ({counts})"
     nums = floats[numeric]
     if op.name in ("sum", "mean"):
-        texts = [picked[i].strip() for i in np.flatnonzero(numeric).tolist()]
-        total, method, mean = exact_sum(texts, nums)
+        found = scaled_sum(picked, nums) if n == len(picked) - empty else None
+        if found is None:
+            found = exact_sum([picked[i].strip() for i in np.flatnonzero(numeric).tolist()], nums)
+        total, method, mean = found
         if op.name == "sum":
             return f"sum({col}) = {total} ({method}; {counts})"
         return f"mean({col}) = {format_number(mean)} (sum {total}, {method}; {counts})"

@@ -20,6 +20,7 @@ heading names the columns.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -34,16 +35,14 @@ from readers.base import (
     CostProfile,
     EvidenceItem,
     Parsed,
-    Reader,
-    ReadIntent,
     Scope,
-    SlotCoverage,
 )
+from readers.kit.anchors import CONTEXT_LINES
 from readers.kit.source import read_within
 from readers.ops import Operation
-from readers.retrieval.bm25index import UnitIndex, content_tokens
-from readers.retrieval.locate import UnitView, locate_units, run_score, run_slots, unresolved
-from readers.retrieval.methods import LABELS, METHODS
+from readers.retrieval.bm25index import UnitIndex
+from readers.retrieval.locate import RankingReader, UnitView
+from readers.retrieval.methods import LABELS
 from readers.table.delimited import parse_csv
 from readers.table.model import Sheet, build_view, letter_index, no_gc, quote_sheet
 from readers.table.operations import operate
@@ -55,21 +54,20 @@ _CSV = frozenset({".csv", ".tsv", ".tab"})
 _ROWS = re.compile(r"R(\d{1,12})(?:-R?(\d{1,12}))?", re.IGNORECASE)
 _CELLS = re.compile(r"([A-Z]{1,3})(\d{1,12})(?::([A-Z]{1,3})(\d{1,12}))?", re.IGNORECASE)
 _COL = re.compile(r"col:.*?\s(R\d{1,12}(?:-\d{1,12})?)", re.IGNORECASE)
+_SHEET_ROWS = re.compile(r"((?:'[^']*'|[^!']+)!)?R(\d{1,12})(?:-R?(\d{1,12}))?", re.IGNORECASE)
 _METHOD = LABELS["bm25"]
 MAX_INDEXED_ROWS = 250_000
 """Intent reads rank rows with BM25; past this many rows the index costs seconds and
 hundreds of MiB (1M rows: 5-8 s, 890 MiB), so bigger tables are asked with exact operations."""
 
 
-class TableReader(Reader):
+class TableReader(RankingReader):
     """CSV/TSV and XLSX workbooks."""
 
     name = "table"
     extensions = _XLSX | _CSV
     magic = (b"PK\x03\x04",)
-    actions = frozenset({"intent", "collect", "refine", "verify", "focus", "scout", "full", "raw"})
     operations = frozenset({"sum", "mean", "min", "max", "count", "distinct", "rows"})
-    methods = frozenset(METHODS)
     max_bytes = 64 * 1024 * 1024
     # measured by scripts/bench_tables.py: CSV 19-37 ms/MiB (plain/quoted), xlsx ~210 ms per compressed MiB
     cost = CostProfile(parse_ms_per_mb=40.0, per_call_chars=160, full_view_ratio=0.95)
@@ -109,39 +107,36 @@ class TableReader(Reader):
         with no_gc():
             return operate(parsed, operation, max_chars)
 
-    # -- locate ----------------------------------------------------------------
+    # -- locate: the pipeline's hooks (readers.retrieval.locate) ---------------
 
-    def locate(
-        self,
-        parsed: Parsed,
-        intent: ReadIntent,
-        max_chars: int,
-        exclude: Sequence[tuple[int, int]] = (),
-        k: int | None = None,
-    ) -> Batch:
+    def units(self, parsed: Parsed, scope: str | None) -> UnitView:
+        """Data rows, all or those of ``&scope=`` (rows, cells, a sheet)."""
         lo, hi, note = (0, len(parsed.data["unit_starts"]), "")
-        if intent.scope is not None:
-            lo, hi = _unit_range(parsed, intent.scope, "&scope=")
-            note = f"scope {intent.scope.strip()}"
+        if scope is not None:
+            lo, hi = _unit_range(parsed, scope, "&scope=")
+            note = f"scope {scope.strip()}"
         starts, ends = parsed.data["unit_starts"][lo:hi], parsed.data["unit_ends"][lo:hi]
-        chars = int(ends[-1] - starts[0]) if hi > lo else 0
-        scope = Scope(hi - lo, "rows", _METHOD, chars, note)
-        if hi == lo:
-            slots = intent.slots or (intent.text,)
-            flag = "no-data-rows" if any(map(content_tokens, slots)) else "no-content-words"
-            return Batch((), scope, tuple(SlotCoverage(s, "unresolved") for s in slots), flags=(flag,))
-        located = locate_units(parsed, UnitView(starts, ends, lo, scope, lambda: _index(parsed)), intent, max_chars,
-                               exclude, k)
-        if located is None:
-            return unresolved(intent, scope)
-        sel = located.selection
-        items = [
-            _rows_item(parsed, part[0], part[-1], run_score(sel, [u - lo for u in part]),
-                       run_slots(sel, [u - lo for u in part]))
-            for run in sel.passages()
-            for part in _split_at_sheets(parsed, [u + lo for u in run])
-        ]
-        return located.batch(items, scope, lambda u: _rows_item(parsed, u + lo, u + lo, 0, ()).anchor.label)
+        span = (int(starts[0]), int(ends[-1])) if hi > lo else (0, 0)
+        view_scope = Scope(hi - lo, "rows", _METHOD, span[1] - span[0], note)
+        index = functools.partial(_index, parsed)
+        return UnitView(starts, ends, lo, view_scope, index, span=span, empty="no-data-rows")
+
+    def anchor(self, parsed: Parsed, view: UnitView, run: Sequence[int]) -> Anchor:
+        return _rows_anchor(parsed, run[0] + view.first, run[-1] + view.first)
+
+    def runs(self, parsed: Parsed, view: UnitView, run: list[int]) -> list[list[int]]:
+        """A passage never crosses from one sheet to the next."""
+        return [[u - view.first for u in part] for part in _split_at_sheets(parsed, [u + view.first for u in run])]
+
+    def widen(self, parsed: Parsed, anchor: str) -> list[str]:
+        """Rows of context around a row range, within its sheet: ``R12-14`` -> ``R2-24``, ``R8-18``, ``R11-15``."""
+        match = _SHEET_ROWS.fullmatch(anchor.strip())
+        if not match:
+            return []
+        sheet, first, last = match.group(1) or "", int(match.group(2)), int(match.group(3) or match.group(2))
+        rows = _sheet_rows(parsed, sheet.rstrip("!"))
+        wider = [f"{sheet}R{max(1, first - n)}-{min(rows, last + n)}" for n in CONTEXT_LINES]
+        return [w for w in dict.fromkeys(wider) if w != anchor.strip()]
 
     # -- focus -----------------------------------------------------------------
 
@@ -156,8 +151,9 @@ class TableReader(Reader):
             )
             return Batch((item,), Scope(sheet.n_rows, "rows", "focus", sheet.end - sheet.start))
         first, last = _unit_range(parsed, spec, "@focus=")
-        item = _rows_item(parsed, first, last - 1, 0.0, ())
-        return Batch((item,), Scope(last - first, "rows", "focus", item.anchor.char_end - item.anchor.char_start))
+        found = _rows_anchor(parsed, first, last - 1)
+        item = EvidenceItem(found, parsed.full_view[found.char_start : found.char_end])
+        return Batch((item,), Scope(last - first, "rows", "focus", found.char_end - found.char_start))
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -206,15 +202,21 @@ def _heading(sheet: Sheet) -> str:
     return (f"sheet {sheet.name}; " if sheet.name is not None else "") + text
 
 
-def _rows_item(parsed: Parsed, first: int, last: int, score: float, slots: tuple[int, ...]) -> EvidenceItem:
-    """Global units first..last (inclusive, one sheet) as an item."""
+def _rows_anchor(parsed: Parsed, first: int, last: int) -> Anchor:
+    """Global units first..last (inclusive, one sheet): their rows' anchor, the columns as its heading."""
     s = _sheet_of(parsed, first)
     sheet: Sheet = parsed.data["sheets"][s]
     base = int(parsed.data["first_unit"][s])
     start, end = int(parsed.data["unit_starts"][first]), int(parsed.data["unit_ends"][last])
     label = sheet.rows_label(first - base + 1, last - base + 1)
-    anchor = Anchor(label, start, end, first - base + 1, last - base + 1, _heading(sheet))
-    return EvidenceItem(anchor, parsed.full_view[start:end], score, slots)
+    return Anchor(label, start, end, first - base + 1, last - base + 1, _heading(sheet))
+
+
+def _sheet_rows(parsed: Parsed, name: str) -> int:
+    """Data rows of the sheet named ``name`` ('' or unknown: the first sheet)."""
+    sheets: list[Sheet] = parsed.data["sheets"]
+    wanted = name.strip("'").casefold()
+    return next((sh.n_rows for sh in sheets if sh.name is not None and sh.name.casefold() == wanted), sheets[0].n_rows)
 
 
 def _sheet_named(sheets: list[Sheet], name: str, spec: str) -> Sheet:

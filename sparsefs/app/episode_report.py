@@ -31,8 +31,14 @@ def load(path: str, state_dir: str | None, limit: int) -> list[dict[str, Any]]:
 
 def _live(folder: Path, limit: int) -> list[dict[str, Any]]:
     records = [orjson.loads(p.read_bytes()) for p in folder.glob("e*.json")]
-    records.sort(key=lambda r: int(str(r["id"]).lstrip("e") or 0))
+    records.sort(key=_order)
     return records[-limit:]
+
+
+def _order(record: dict[str, Any]) -> int:
+    """The order an episode was opened in: its number (ids are hashes since issue 27; old ``e12`` ids: digits)."""
+    digits = str(record["id"]).lstrip("e")
+    return int(record.get("number") or (digits if digits.isdigit() else 0))
 
 
 def print_episodes(path: str, state_dir: str | None, episode_id: str | None, as_json: bool, limit: int,

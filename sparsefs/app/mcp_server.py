@@ -35,6 +35,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ContentBlock, TextContent
 
+from readers.actions import Argument, named
 from sparsefs.app.api import ReadFailed, Workspace
 
 T = TypeVar("T")
@@ -42,7 +43,7 @@ Evidence = Annotated[CallToolResult, str]
 """A tool result whose output schema is a string (the pack's JSON) and whose ``isError`` the tool sets."""
 MAX_RAW_BYTES = 1 << 20
 _RANGE = re.compile(r"\s*(\d*)\s*-\s*(\d*)\s*")
-_WITHOUT_ARGUMENT = frozenset({"scout", "full"})
+_WITHOUT_ARGUMENT = named(argument=Argument.NONE)  # readers.actions: scout, full (and raw: sro_raw)
 INSTRUCTIONS = (
     "Read workspace files as compact, source-anchored EvidencePacks instead of whole files. Start with "
     "sro_preview for an unknown file, then sro_read with mode='intent' and what you need (separate needs as "

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 import xxhash
 
 from gate import Decision, GateConfig, admit_batch, choose_mode, deliver_full_view
+from readers.actions import ACTIONS, named
+from readers.actions import Episode as EpisodeRole
 from readers.base import BadAnchor, Batch, EvidenceItem, ReaderError, ScopeMismatch, SlotCoverage
 from readers.ops import OPERATIONS
 from sparsefs.artifacts.cache import Artifact, ArtifactCache
@@ -24,8 +26,9 @@ from sparsefs.protocol.exposure import evidence_out, exposure, finalize, fit_to_
 from sparsefs.protocol.grammar import OPERATION_OPTION_KEYS, VirtualRequest
 from sparsefs.protocol.intents import ResolvedIntent, SessionIntent, resolve
 from sparsefs.protocol.pack import CoverageOut, ErrorOut, EvidencePack, ScopeOut, display_name
+from sparsefs.protocol.pack import Decision as PackDecision
 from sparsefs.protocol.pack_text import item_chars, without_items
-from sparsefs.protocol.selecting import SELECTED_ACTIONS, ConfigurationChooser, Selection
+from sparsefs.protocol.selecting import ConfigurationChooser, Selection
 from sparsefs.protocol.steps import next_steps
 from sparsefs.store.state import StateDB
 
@@ -37,8 +40,8 @@ DEFAULT_PACK_CHARS = 1_500
 MAX_PACK_CHARS = 6_000
 PACK_LINES_ESTIMATE = 160
 """What a pack adds around its passages, asked of the Reader before the pack is measured exactly."""
-SPARSE_ACTIONS = frozenset({"intent", "collect", "refine", "verify", "focus"})
-_WITHIN = frozenset({"refine", "verify"})  # after the full view went out: anchors into it, nothing re-sent
+PREVIEWS_VAGUE = named(previews_vague=True)  # readers.actions: a vague access gets the Object Preview
+WITHIN_FULL_VIEW = named(within_full_view=True)  # after the full view went out: anchors into it, nothing re-sent
 SELECTED_FULL_VIEW_MAX_CHARS = 65_536
 """The most a selected full view sends unasked; beyond it the agent gets the preview and how to narrow."""
 
@@ -109,10 +112,7 @@ class Protocol:
         artifact = self.artifacts.load(rel)
         length = len(artifact.parsed.full_view)
         with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
-            before = self.episodes.current_id(rel)
             episode = self._ensure(artifact, "full", "plain read")
-            if before is not None and before != episode.id:
-                self.chooser.settle(before)
             episode.reads += 1
             admission = deliver_full_view(episode.budget)
             episode.budget, episode.retired = admission.budget, True
@@ -136,16 +136,14 @@ class Protocol:
         flags += resolved.flags
         if request.action == "scout" and not self._fits_natively(artifact, request):
             return self._preview(artifact, request, flags)
-        if request.action in SPARSE_ACTIONS and resolved.underspecified:
+        if request.action in PREVIEWS_VAGUE and resolved.underspecified:
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
-        held = self.episodes.superseded(artifact.rel, artifact.fingerprint) if request.action in _WITHIN else None
+        within = request.action in WITHIN_FULL_VIEW
+        held = self.episodes.superseded(artifact.rel, artifact.fingerprint) if within else None
         if held is not None:
             return self._within_full_view(artifact, request, held, flags, resolved)
         objective = resolved.text or request.argument or ""
-        before = self.episodes.current_id(artifact.rel)
         episode = self._ensure(artifact, request.action, objective)
-        if before is not None and before != episode.id:
-            self.chooser.settle(before)
         episode.reads += 1
         if request.action in ("full", "scout") or self._fits_natively(artifact, request):
             return self._full_view(artifact, request, episode, flags)
@@ -154,12 +152,11 @@ class Protocol:
             if len(artifact.parsed.full_view) > SELECTED_FULL_VIEW_MAX_CHARS:
                 return self._too_large_to_select(artifact, request, flags, selection)
             served = self._deliver_full(artifact, request, episode, [*flags, "selected-full-view"],
-                                        "selected: " + selection.describe())
+                                        "selected: " + selection.describe(), PackDecision.FULL)
         else:
             if selection is not None:
                 episode.method = selection.method
             served = self._sparse(artifact, request, episode, flags, replace(resolved, method=episode.method))
-        self.chooser.record(episode.id, selection, served.exposed_chars)
         if selection is not None:  # shown by JSON and verbose only: the text (and what the Gate counted) stays
             served.pack.configuration = selection.describe()
             served = replace(served, text=served_as(served.pack, served.text, request.format))
@@ -182,7 +179,7 @@ class Protocol:
     def _selection(self, artifact: Artifact, request: VirtualRequest, resolved: ResolvedIntent) -> Selection | None:
         """SelectReader for a read that opens an objective (intent, collect); refine keeps the episode's.
         A read narrowed with &scope= uses the Reader's default: the table's groups are whole artifacts."""
-        if request.action not in SELECTED_ACTIONS or resolved.text is None or request.scope is not None:
+        if ACTIONS[request.action].episode is not EpisodeRole.OPENS or resolved.text is None or request.scope:
             return None
         parsed = artifact.parsed
         selection = self.chooser.choose(artifact.reader, parsed.kind, len(parsed.full_view), request.action,
@@ -194,7 +191,7 @@ class Protocol:
         """A full view not clearly dearer than the pack asked for is read whole (paper, App. C): the
         protocol would cost more than it saves. Focus and exact operations are never native fits."""
         length = len(artifact.parsed.full_view)
-        pack = _pack_chars(request) if request.action in ("intent", "collect", "refine", "verify", "scout") else 0
+        pack = _pack_chars(request) if ACTIONS[request.action].native_fit else 0
         return choose_mode(length, self.gate, pack_chars=pack) is Decision.NATIVE_FIT
 
     def _changed_flag(self, artifact: Artifact) -> list[str]:
@@ -205,7 +202,7 @@ class Protocol:
 
     def _preview(self, artifact: Artifact, request: VirtualRequest, flags: list[str], why: str = "") -> Served:
         text = artifact.reader.preview(artifact.parsed, PREVIEW_CHARS)
-        pack = self._pack(artifact, request, None, "preview", flags)
+        pack = self._pack(artifact, request, None, PackDecision.PREVIEW, flags)
         pack.preview = text
         note = f"object preview; {why}" if why else "object preview"
         pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=_short(note))
@@ -231,7 +228,7 @@ class Protocol:
         batch = prepared.batch
         if "no-content-words" in batch.flags and request.action != "focus":
             return self._preview(artifact, request, [*flags, "underspecified-intent"])
-        decision = "exact" if request.action in OPERATIONS else "sparse"
+        decision = PackDecision.EXACT if request.action in OPERATIONS else PackDecision.SPARSE
         pack = self._pack(artifact, request, episode, decision, flags + list(batch.flags), resolved)
         pack.scope = _scope_out(batch)
         if request.action not in ("focus", "verify") and request.action not in OPERATIONS:  # verify budgets
@@ -259,7 +256,8 @@ class Protocol:
         except ReaderError as err:
             return error_pack(artifact.rel, request, err.message, err.hint, artifact, episode)
         episode.reads += 1
-        pack = self._pack(artifact, request, episode, "reuse-full-view", [*flags, "full-view-delivered-earlier"])
+        pack = self._pack(artifact, request, episode, PackDecision.REUSE_FULL_VIEW,
+                          [*flags, "full-view-delivered-earlier"])
         pack.coverage = [_within(cov) for cov in prepared.batch.coverage]
         pack.scope = _scope_out(prepared.batch)
         pack.scope.note = _short(f"the full view went out in {episode.id}; these anchors point into it")
@@ -277,23 +275,25 @@ class Protocol:
         return self._sparse(artifact, request, episode, flags, ResolvedIntent(None, ()))
 
     def _full_view(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
-        reason = "native-fit" if request.action != "full" else "full view requested"
-        return self._deliver_full(artifact, request, episode, flags, reason)
+        if request.action == "full":
+            return self._deliver_full(artifact, request, episode, flags, "full view requested", PackDecision.FULL)
+        return self._deliver_full(artifact, request, episode, flags, "native-fit", PackDecision.NATIVE_FIT)
 
     def _fallback(self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str]) -> Served:
-        return self._deliver_full(artifact, request, episode, flags, "fallback: the pack did not fit L - E")
+        return self._deliver_full(artifact, request, episode, flags, "fallback: the pack did not fit L - E",
+                                  PackDecision.FALLBACK)
 
     def _deliver_full(
         self, artifact: Artifact, request: VirtualRequest, episode: Episode, flags: list[str], reason: str,
+        decision: PackDecision,
     ) -> Served:
         """FullViewFallback: deliver f once (or point at it), close, retire earlier sparse observations.
 
         The pack is the full view and one header line, at most L + reserve: its whole size is what the
-        Gate records. A full view the episode already delivered is not sent again."""
+        Gate records. A full view the episode already delivered is not sent again (``reuse-full-view``)."""
         retiring = episode.budget.sparse_exposed > 0 and not episode.retired
         reuse = episode.budget.full_view_delivered
-        decision = {"native-fit": "native-fit", "full view requested": "full"}.get(reason, "fallback")
-        decision = "reuse-full-view" if reuse else "full" if reason.startswith("selected: ") else decision
+        decision = PackDecision.REUSE_FULL_VIEW if reuse else decision
         closing = [*flags, "episode-closed"] + (["earlier-evidence-retired"] if retiring else [])
         pack = self._pack(artifact, request, episode, decision, closing)
         pack.scope = ScopeOut(chars_processed=len(artifact.parsed.full_view), note=reason)
@@ -318,7 +318,8 @@ class Protocol:
         return text
 
     def _pack(
-        self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: str, flags: list[str],
+        self, artifact: Artifact, request: VirtualRequest, episode: Episode | None, decision: PackDecision,
+        flags: list[str],
         resolved: ResolvedIntent | None = None,
     ) -> EvidencePack:
         used = resolved is not None and "session-intent-used" in resolved.flags
@@ -326,7 +327,7 @@ class Protocol:
         return EvidencePack(
             artifact=display_name(artifact.rel), reader=_read_as(artifact),
             fingerprint=artifact.short_fingerprint, action=request.action,
-            episode=episode.id if episode else None, decision=decision,  # type: ignore[arg-type]
+            episode=episode.id if episode else None, decision=decision,
             intent=resolved.text if used and resolved else request.argument,
             slots=list(resolved.slots if used and resolved else request.slots), flags=flags,
             session_intent=(resolved.session or None) if resolved is not None and (used or context) else None,
@@ -345,7 +346,7 @@ def error_pack(
         artifact=display_name(rel), reader=_read_as(artifact) if artifact else None,
         fingerprint=artifact.short_fingerprint if artifact else "-",
         action=request.action if request else "?", episode=episode.id if episode else None,
-        decision="error", intent=request.argument if request else None,
+        decision=PackDecision.ERROR, intent=request.argument if request else None,
         slots=list(request.slots) if request else [], error=ErrorOut(message=message, hint=hint),
         exposure=exposure(0, None, length, 0, False),
     )
@@ -441,7 +442,7 @@ def _scope_out(batch: Batch) -> ScopeOut:
 def _coverage_out(cov: SlotCoverage, earlier: tuple[str, ...] = ()) -> CoverageOut:
     return CoverageOut(
         slot=cov.slot, status=cov.status, anchors=list(cov.anchors), candidates=list(cov.candidates),
-        earlier=list(earlier), confidence=cov.confidence,
+        earlier=list(earlier), confidence=cov.confidence, leads=list(cov.leads),
     )
 
 

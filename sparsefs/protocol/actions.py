@@ -115,7 +115,7 @@ def _slot_coverage(slot: str, found: tuple[SlotCoverage, ...], relabel: dict[str
         return SlotCoverage(slot, "unresolved")
     cov = found[0]
     anchors = tuple(dict.fromkeys(relabel.get(a, a) for a in cov.anchors))
-    return SlotCoverage(slot, cov.status, anchors, cov.candidates)
+    return replace(cov, slot=slot, anchors=anchors)  # the judge's record stays with its state
 
 
 def _join_note(first: str, second: str) -> str:

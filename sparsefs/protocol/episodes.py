@@ -7,6 +7,12 @@ full view closes it and retires its sparse observations: the agent may drop
 them, the full view supersedes them. With a :class:`StateDB` every change is
 saved (Algorithm 1, SaveEpisode) and the newest episodes are loaded back at
 mount, so a remount continues where the last mount stopped.
+
+An episode's id is a function of what it is (artifact, version, objective) and of the episodes of that
+same objective before it (:func:`episode_id`), never of how many other episodes a mount opened: the id
+is part of the pack's text, so a counter would make the same question's pack differ in width (and, at
+the edge of the budget, in its passages) with what was asked before it on other files. ``number`` keeps
+the order episodes were opened in (pruning, listings).
 """
 
 from __future__ import annotations
@@ -14,14 +20,37 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import xxhash
+
 from gate import Budget
+from readers.actions import Episode as Role
+from readers.actions import named
 from sparsefs.protocol.pack import display_name
 from sparsefs.store.state import MAX_EPISODES_LOADED, StateDB
 
-CONTINUING_ACTIONS = frozenset({"refine", "verify", "focus", "full"})
+CONTINUING_ACTIONS = named(episode=Role.CONTINUES)  # readers.actions: refine, verify, focus, full
+ID_CHARS = 4
+"""Base-36 characters of an episode id after its 'e': 1.7 million ids, a collision is probed past."""
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def episode_id(artifact: str, fingerprint: str, objective: str, taken: Callable[[str], bool]) -> str:
+    """``e`` + ID_CHARS base-36 digits of a hash of (artifact, version, objective, n): the first n whose id is
+    not ``taken`` (an earlier episode of the same objective, or, rarely, another one's)."""
+    for n in range(1_000_000):
+        key = "\0".join((artifact, fingerprint, objective, str(n))).encode("utf-8", "surrogateescape")
+        value, digits = xxhash.xxh64_intdigest(key), []
+        for _ in range(ID_CHARS):
+            value, digit = divmod(value, 36)
+            digits.append(_DIGITS[digit])
+        candidate = "e" + "".join(digits)
+        if not taken(candidate):
+            return candidate
+    raise RuntimeError("no free episode id")  # a million ids taken by one objective: not reachable
 
 
 @dataclass
@@ -33,6 +62,7 @@ class Episode:
     fingerprint: str
     objective: str
     budget: Budget
+    number: int = 0  # the order episodes were opened in (this state directory's)
     started: float = field(default_factory=time.time)
     spans: list[tuple[int, int]] = field(default_factory=list)
     anchors: list[str] = field(default_factory=list)
@@ -56,6 +86,7 @@ class Episode:
         b = self.budget
         return {
             "id": self.id,
+            "number": self.number,
             "artifact": display_name(self.artifact),
             "fingerprint": self.fingerprint,
             "objective": self.objective,
@@ -92,7 +123,7 @@ class Episode:
             passages=[(str(a), int(s), int(e)) for a, s, e in record.get("passages", ())],
             reads=int(record["reads"]), close_reason=str(record["close_reason"]),
             retired=bool(record.get("observations_retired", False)), detached=bool(record.get("detached", False)),
-            method=str(record["method"]) if record.get("method") else None,
+            method=str(record["method"]) if record.get("method") else None, number=int(record.get("number", 0)),
         )
 
 
@@ -172,6 +203,10 @@ class EpisodeStore:
         with self.lock:
             return self._episodes.get(episode_id)
 
+    def _taken(self, episode_id: str) -> bool:
+        """An id in use, in memory or in the state database."""
+        return episode_id in self._episodes or (self._state is not None and self._state.has_episode(episode_id))
+
     def _current(self, artifact: str) -> Episode | None:
         episode_id = self._open.get(artifact)
         return self._episodes.get(episode_id) if episode_id else None
@@ -181,8 +216,9 @@ class EpisodeStore:
         reserve: int = 0,
     ) -> Episode:
         budget = Budget(full_view_chars, reserve=min(reserve, full_view_chars))
-        episode = Episode(f"e{self._next}", artifact, fingerprint, objective, budget)
-        self._next += 1
+        number, self._next = self._next, self._next + 1
+        episode = Episode(episode_id(artifact, fingerprint, objective, self._taken), artifact, fingerprint, objective,
+                          budget, number=number)
         self._episodes[episode.id] = episode
         if open_:
             self._open[artifact] = episode.id

@@ -90,6 +90,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from urllib.parse import unquote
 
+from readers.actions import ACTIONS, PROTOCOL_ACTIONS, Argument, Slots, named
 from sparsefs.protocol.slots import split_slots
 
 __all__ = [
@@ -108,26 +109,16 @@ __all__ = [
     "split_slots",
 ]
 
-CORE_ACTIONS: frozenset[str] = frozenset({"intent", "scout", "focus", "collect", "refine", "verify", "full", "raw"})
-ACTIONS_WITH_ARGUMENT: frozenset[str] = frozenset({"focus", "refine", "verify"})
-ACTIONS_WITHOUT_ARGUMENT: frozenset[str] = frozenset({"scout", "full", "raw"})
+CORE_ACTIONS: frozenset[str] = PROTOCOL_ACTIONS  # readers.actions: the one table of actions
+ACTIONS_WITH_ARGUMENT: frozenset[str] = named(argument=Argument.REQUIRED)
+ACTIONS_WITHOUT_ARGUMENT: frozenset[str] = named(argument=Argument.NONE)
 OPERATION_OPTION_KEYS: frozenset[str] = frozenset({"where", "by", "cols", "rows", "sheet", "since", "until"})
 OPTION_KEYS: frozenset[str] = frozenset({"k", "format", "scope", "budget"}) | OPERATION_OPTION_KEYS
 
-_SLOT_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})
 _FORMATS = ("text", "json", "verbose")
 _INT_LIMITS = {"k": 50, "budget": 10_000_000}
-_SYNTAX = {
-    "intent": "@intent=<what you need>",
-    "scout": "@scout",
-    "focus": "@focus=<anchor> (p12, p12-14, L120-180, #Heading, sheet:Sales, $.key)",
-    "collect": "@collect=<what to gather>",
-    "refine": "@refine=<what else you need>",
-    "verify": "@verify=<claim to check>",
-    "full": "@full",
-    "raw": "@raw",
-}
-_ACTION_ORDER = ("intent", "scout", "focus", "collect", "refine", "verify", "full", "raw")
+_SYNTAX = {name: ACTIONS[name].syntax for name in CORE_ACTIONS}
+_ACTION_ORDER = tuple(name for name in ACTIONS if name in CORE_ACTIONS)
 _PERCENT_HINT = "write a literal '%' as %25 (50%25), and percent-encode only UTF-8 bytes, e.g. %2F for '/'"
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _DIGITS = re.compile(r"[0-9]{1,20}")
@@ -396,9 +387,10 @@ def _build(action: str, argument: str | None, options: dict[str, str]) -> Virtua
 
 
 def _slots(action: str, argument: str | None) -> tuple[str, ...]:
-    if argument is None or action not in _SLOT_ACTIONS:
+    slots = ACTIONS[action].slots if action in ACTIONS else Slots.NONE
+    if argument is None or slots is Slots.NONE:
         return ()
-    return (argument,) if action == "verify" else split_slots(argument)
+    return (argument,) if slots is Slots.WHOLE else split_slots(argument)
 
 
 def parse_suffix(suffix: str, extra_actions: frozenset[str] = frozenset()) -> VirtualRequest:

@@ -23,13 +23,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from readers.actions import Session, named
 from readers.retrieval.bm25index import content_tokens
 from sparsefs.protocol.grammar import split_slots
 from sparsefs.store.state import StateDB
 
 MAX_SESSION_CHARS = 2_000
 SESSION_KEY = "session_intent"  # where the state database keeps it between mounts
-SESSION_FILL_ACTIONS = frozenset({"intent", "collect"})
+SESSION_FILL_ACTIONS = named(session=Session.FILLS)  # readers.actions: intent, collect
 _WORD = re.compile(r"\d[\d,.]*%?|[^\W_][\w&'.\-]*")  # "1,184" and "3.5%" stay whole
 _NUMBER = re.compile(r".*\d")  # any word with a digit is a specific: 2023, FY2023, Q3-2023, 3.5%
 

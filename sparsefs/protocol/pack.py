@@ -10,12 +10,32 @@ processed counts) are in ``&format=json`` and ``&format=verbose``.
 from __future__ import annotations
 
 import shlex
+from enum import StrEnum
 from typing import Literal
 
 import orjson
 from pydantic import BaseModel, Field
 
-Decision = Literal["sparse", "exact", "native-fit", "fallback", "full", "preview", "error", "reuse-full-view"]
+
+class Decision(StrEnum):
+    """What the access decided, named where it is decided (never read back from a reason's text); its value
+    is what packs, the log and ``sparsefs report`` say."""
+
+    SPARSE = "sparse"  # passages located by the Reader, admitted by the Gate
+    EXACT = "exact"  # an exact operation's result
+    NATIVE_FIT = "native-fit"  # the artifact is smaller than a pack would be: its full view
+    FALLBACK = "fallback"  # the next pack would pass L - E: the full view, once, and the episode closes
+    FULL = "full"  # the full view was asked for (@full), or the selector found no reliable sparse method
+    PREVIEW = "preview"  # the Object Preview (@scout, a vague intent, an inconsistent scope)
+    ERROR = "error"  # the request or the artifact cannot be served; what to ask instead
+    REUSE_FULL_VIEW = "reuse-full-view"  # the episode delivered the full view before: not sent again
+
+    @property
+    def delivers_full_view(self) -> bool:
+        return self in _FULL_VIEW_DECISIONS
+
+
+_FULL_VIEW_DECISIONS = frozenset({Decision.NATIVE_FIT, Decision.FALLBACK, Decision.FULL, Decision.REUSE_FULL_VIEW})
 
 
 class EvidenceOut(BaseModel):
@@ -43,6 +63,7 @@ class CoverageOut(BaseModel):
     anchors: list[str] = Field(default_factory=list)
     candidates: list[str] = Field(default_factory=list)
     earlier: list[str] = Field(default_factory=list)  # matching evidence this episode delivered before
+    leads: list[str] = Field(default_factory=list, exclude=True)  # candidates the Reader names on purpose
     confidence: float | None = None  # the calibrated probability behind the state (readers.retrieval.confidence)
 
 

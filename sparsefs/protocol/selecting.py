@@ -4,18 +4,15 @@ The selector itself (``readers.selection``) is pure: request groups, Wilson
 bounds over the shipped calibration table, costs. This module gives it what
 only the control plane knows — the artifact's kind and full-view length, the
 resolved intent, the location methods the artifact's Reader honours (hybrid
-only with the dense extra) — and feeds read outcomes back into the cost book:
-an episode's first pack is its exposure, everything later in the same
-episode (refines, a fallback's full view) its follow-up exposure, settled
-when the artifact's next episode starts or the tally table fills. After a
-hybrid choice it queues the artifact for the dense warm-up (``sparsefs.artifacts.warmup``).
+only with the dense extra). Nothing a read does changes a later choice (the
+cost book is calibration's: ``readers.selection.CostBook``), so a pack never
+depends on what was asked before it. After a hybrid choice it queues the
+artifact for the dense warm-up (``sparsefs.artifacts.warmup``).
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,17 +31,6 @@ from readers.selection import (
 )
 from sparsefs.artifacts.warmup import DenseWarmer
 from sparsefs.artifacts.warmup import enabled as warmup_enabled
-
-SELECTED_ACTIONS = frozenset({"intent", "collect"})  # a new objective: refine/verify keep the episode's choice
-MAX_TALLIES = 1_000
-
-
-@dataclass
-class _Tally:
-    group: RequestGroup
-    config: Configuration
-    exposed: int
-    follow_up: int = 0
 
 
 @dataclass(frozen=True)
@@ -68,16 +54,14 @@ class Selection:
 
 
 class ConfigurationChooser:
-    """Chooses per read, remembers per episode, and teaches the cost book what reads cost."""
+    """Chooses per read from the shipped calibration, and starts the dense warm-up after a hybrid choice."""
 
     def __init__(
         self, selector: Selector | None = None, warmer: DenseWarmer | None = None,
         on_warmed: Callable[[Parsed], None] | None = None,
     ) -> None:
-        self.selector = selector or Selector(_shipped_table())  # one cost book per mount
+        self.selector = selector or Selector(_shipped_table())  # reliability and costs: calibration's
         self.warmer = warmer if warmer is not None else (DenseWarmer(on_warmed=on_warmed) if warmup_enabled() else None)
-        self._by_episode: OrderedDict[str, _Tally] = OrderedDict()
-        self._lock = threading.Lock()
 
     def choose(self, reader: Reader, kind: str, full_view_chars: int, action: str, text: str) -> Selection:
         group = group_of(kind, full_view_chars, action, text)
@@ -91,29 +75,6 @@ class ConfigurationChooser:
     def close(self) -> None:
         if self.warmer is not None:
             self.warmer.close()
-
-    def record(self, episode_id: str, selection: Selection | None, exposed: int) -> None:
-        """A pack of ``exposed`` characters went out in the episode."""
-        settled: list[_Tally] = []
-        with self._lock:
-            tally = self._by_episode.get(episode_id)
-            if tally is not None:
-                tally.follow_up += exposed
-            elif selection is not None:
-                self._by_episode[episode_id] = _Tally(selection.group, selection.choice.config, exposed)
-                while len(self._by_episode) > MAX_TALLIES:
-                    settled.append(self._by_episode.popitem(last=False)[1])
-        self._observe(settled)
-
-    def settle(self, episode_id: str) -> None:
-        """The episode is over (its artifact started another): its costs are final."""
-        with self._lock:
-            tally = self._by_episode.pop(episode_id, None)
-        self._observe([tally] if tally is not None else [])
-
-    def _observe(self, tallies: list[_Tally]) -> None:
-        for t in tallies:
-            self.selector.costs.observe(t.group, t.config, t.exposed, t.follow_up)
 
 
 @functools.cache

@@ -6,6 +6,8 @@ refine delivers more than the episode may still admit, or much more than was
 asked: a focus is widened around the best passage only while its text stays
 under :data:`FOCUS_MAX_CHARS` and the budget left, and narrowed to the passage
 itself (a character range inside a long line) when even that is too much.
+What "around" means is the Reader's (``Reader.widen``: lines of context, a PDF
+passage's page, rows of a sheet): the protocol parses no anchor itself.
 """
 
 from __future__ import annotations
@@ -17,17 +19,10 @@ from sparsefs.artifacts.cache import Artifact
 from sparsefs.protocol.grammar import VirtualRequest
 from sparsefs.protocol.pack import EvidencePack
 
-_LINES = re.compile(r"^(.+:)?L(\d+)(?:-(\d+))?$")
-_CHARS = re.compile(r"^c(\d+)-(\d+)$")
-_PAGE = re.compile(r"^p\d+$")
-FOCUS_CONTEXT_LINES = (10, 4, 1)
-"""Lines of context a suggested focus adds on each side, widest first."""
-FOCUS_CONTEXT_CHARS = 400
-"""Characters of context around a passage anchored inside a long line."""
 FOCUS_MAX_CHARS = 3_000
 """The most a suggested focus shows: context around one passage, not a chapter."""
-PAGE_FOCUS_MAX_CHARS = 6_000
-"""... or one whole page a slot that is not matched names as its first candidate (a statement page)."""
+LEAD_FOCUS_MAX_CHARS = 6_000
+"""... or the place a slot that is not matched names first on purpose (a Reader's lead: a statement page)."""
 STEP_PACK_CHARS = 200
 """What a step's own pack adds around its text (header, next line), kept free in the budget."""
 REFINE_MIN_LEFT = 600
@@ -80,27 +75,28 @@ def _refine(pack: EvidencePack) -> str:
 
 def suggested_focus(artifact: Artifact, pack: EvidencePack, budget_left: int) -> str | None:
     """The widest anchor around the best passage whose focus fits the budget left and FOCUS_MAX_CHARS;
-    for a slot not matched whose first candidate is a whole page not shown, that page (if it fits)."""
-    page = _candidate_page(pack)
-    if page is not None:
-        size = _focus_chars(artifact, page)
-        if size is not None and size <= min(PAGE_FOCUS_MAX_CHARS, budget_left - STEP_PACK_CHARS):
-            return page
+    for a slot not matched whose first candidate is a lead the Reader named (a statement page no passage
+    cites), that lead (if it fits)."""
+    lead = _lead(pack)
+    if lead is not None:
+        size = _focus_chars(artifact, lead)
+        if size is not None and size <= min(LEAD_FOCUS_MAX_CHARS, budget_left - STEP_PACK_CHARS):
+            return lead
     best = _best_anchor(pack)
     if best is None:
         return None
     limit = min(FOCUS_MAX_CHARS, budget_left - STEP_PACK_CHARS)
-    for anchor in _widenings(best, artifact):
+    for anchor in artifact.reader.widen(artifact.parsed, best):
         size = _focus_chars(artifact, anchor)
         if size is not None and size <= limit:
             return anchor
     return None
 
 
-def _candidate_page(pack: EvidencePack) -> str | None:
-    """The first whole-page candidate (``p48``) of the first slot that is not matched."""
+def _lead(pack: EvidencePack) -> str | None:
+    """The first candidate of the first slot that is not matched, when the Reader named it on purpose."""
     for cov in pack.coverage:
-        if cov.status != "matched" and cov.candidates and _PAGE.match(cov.candidates[0]):
+        if cov.status != "matched" and cov.candidates and cov.candidates[0] in cov.leads:
             return cov.candidates[0]
     return None
 
@@ -113,25 +109,6 @@ def _best_anchor(pack: EvidencePack) -> str | None:
             if cov.status == wanted and cov.anchors:
                 return cov.anchors[0]
     return pack.evidence[0].anchor if pack.evidence else None
-
-
-def _widenings(anchor: str, artifact: Artifact) -> list[str]:
-    """Anchors around ``anchor``, widest first: a PDF passage's whole page, lines of context, a folder
-    member's whole file last; never the anchor itself, which the pack already shows."""
-    view = artifact.parsed.full_view
-    lines = _LINES.match(anchor)
-    if lines:
-        prefix, start, end = lines.group(1) or "", int(lines.group(2)), int(lines.group(3) or lines.group(2))
-        last = max(1, view.count("\n") + (0 if view.endswith("\n") else 1)) if not prefix else end + 100
-        wider = [f"{prefix}L{max(1, start - n)}-{min(last, end + n)}" for n in FOCUS_CONTEXT_LINES]
-        whole = prefix.rstrip(":")
-        ordered = [whole, *wider] if _PAGE.match(whole) else [*wider, whole]
-        return [a for a in dict.fromkeys(ordered) if a and a != anchor]
-    chars = _CHARS.match(anchor)
-    if chars:
-        start, end = int(chars.group(1)), int(chars.group(2))
-        return [f"c{max(1, start - FOCUS_CONTEXT_CHARS)}-{min(len(view), end + FOCUS_CONTEXT_CHARS)}"]
-    return []
 
 
 def _focus_chars(artifact: Artifact, anchor: str) -> int | None:

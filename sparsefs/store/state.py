@@ -66,7 +66,9 @@ class StateDB:
 
     # ---- episodes ----------------------------------------------------------
     def save_episode(self, record: dict[str, Any], is_open: bool) -> None:
-        number = int(str(record["id"]).lstrip("e") or 0)
+        """``number`` orders episodes (its record's, else an old id's digits: ``e12``)."""
+        digits = str(record["id"]).lstrip("e")
+        number = int(record.get("number") or (digits if digits.isdigit() else 0))
         self._write(
             "INSERT OR REPLACE INTO episodes VALUES (?, ?, ?, ?, ?, ?)",
             (record["id"], number, record["artifact_rel"], int(is_open), orjson.dumps(record).decode(), time.time()),
@@ -83,6 +85,9 @@ class StateDB:
             "DELETE FROM episodes WHERE is_open = 0 AND number <= "
             "(SELECT COALESCE(MAX(number), 0) FROM episodes) - ?", (MAX_EPISODES_KEPT,),
         )
+
+    def has_episode(self, episode_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM episodes WHERE id = ?", (episode_id,)))
 
     def last_episode_number(self) -> int:
         return self._scalar("SELECT COALESCE(MAX(number), 0) FROM episodes")

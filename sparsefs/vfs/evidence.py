@@ -17,6 +17,7 @@ from typing import Any
 
 import xxhash
 
+from readers.actions import Session, named
 from readers.base import ReaderError
 from readers.ops import OPERATIONS
 from sparsefs.protocol.access import Protocol, Served, error_pack
@@ -29,7 +30,7 @@ from sparsefs.vfs.virtual import VirtualFile, VirtualMemo
 
 MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
 _LOCK_STRIPES = 64
-SESSION_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})  # the session intent fills in or re-ranks
+SESSION_ACTIONS = named(session=Session.FILLS) | named(session=Session.RERANKS)  # readers.actions: it fills or re-ranks
 
 
 class EvidenceFiles:
