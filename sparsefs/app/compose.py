@@ -83,6 +83,7 @@ def build_core(
     if shared is not None:
         stats.sections["shared_cache"] = shared.snapshot
     state = _open_state(state_dir)
+    _count_unsaved(stats, artifacts.store, state)
     protocol = Protocol(artifacts, state=state, session=persisted_session(state, session_intent))
     guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
     return Core(root, stats, protocol, state, guard=guarding, binding=binding)
@@ -125,6 +126,15 @@ def mount(
                       cache=cache)
     freshness = watch_source(core, watch or "", enabled=watch is not None)
     return Mounted(core, binding, freshness)
+
+
+def _count_unsaved(stats: Stats, store: ParsedStore | None, state: StateDB | None) -> None:
+    """stats.json's ``not_saved`` counts the writes the state directory refused (a full disk): the mount serves
+    on from memory, and says so once."""
+    if state is not None:
+        stats.unsaved["state_writes_failed"] = lambda: state.failed_writes
+    if store is not None:
+        stats.unsaved["parsed_store_writes_failed"] = lambda: store.failures
 
 
 def _open_state(state_dir: Path) -> StateDB | None:

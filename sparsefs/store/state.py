@@ -55,6 +55,7 @@ class StateDB:
         self.path = path
         self._lock = threading.Lock()
         self._reported: set[str] = set()
+        self.failed_writes = 0  # episodes, packs, settings not saved (a full disk): stats.json's not_saved
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = _open(path)
         self._prune_episodes()
@@ -101,6 +102,7 @@ class StateDB:
                 if self._pack_bytes > MAX_PACKS_TOTAL_BYTES:
                     self._prune_packs()
             except sqlite3.Error as err:
+                self.failed_writes += 1
                 self._failed("pack write", err)
 
     def get_pack(self, vpath: str, version: str) -> tuple[bytes, dict[str, Any] | None] | None:
@@ -138,6 +140,7 @@ class StateDB:
             try:
                 self._db.execute(sql, args)
             except sqlite3.Error as err:
+                self.failed_writes += 1
                 self._failed(f"{sql.split()[0].lower()} of state", err)
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
