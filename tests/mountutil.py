@@ -37,10 +37,12 @@ class Mount:
         return self.stderr_path.read_text(errors="replace")
 
 
-def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None) -> Mount:
-    """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready."""
+def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None,
+          stderr_dir: Path | None = None) -> Mount:
+    """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready.
+    The daemon's output goes to ``stderr_dir`` (default: the state directory)."""
     target = mountpoint or source
-    stderr_path = state_dir / "test-daemon.stderr"
+    stderr_path = (stderr_dir or state_dir) / "test-daemon.stderr"
     state_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source)]
     command += [str(mountpoint)] if mountpoint else []

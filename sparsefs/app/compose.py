@@ -133,8 +133,12 @@ def _count_unsaved(stats: Stats, store: ParsedStore | None, state: StateDB | Non
     on from memory, and says so once."""
     if state is not None:
         stats.unsaved["state_writes_failed"] = lambda: state.failed_writes
+    else:
+        stats.unsaved["state_database_not_opened"] = lambda: 1
     if store is not None:
         stats.unsaved["parsed_store_writes_failed"] = lambda: store.failures
+    else:
+        stats.unsaved["parsed_store_not_opened"] = lambda: 1
 
 
 def _open_state(state_dir: Path) -> StateDB | None:

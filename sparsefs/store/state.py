@@ -232,9 +232,12 @@ class StateLock:
             os.close(fd)
             raise StateDirBusy(f"the state directory {self.path.parent} is in use by another SparseFS mount "
                                f"(pid {holder}); give this mount its own --state-dir") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
+        try:  # who holds it, for messages; a full state disk must not stop the mount (nor leak the held lock)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as err:
+            log.warning("cannot write the pid into %s (%s)", self.path, err.strerror or err)
 
     def release(self) -> None:
         if self._fd >= 0:

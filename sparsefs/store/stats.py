@@ -31,6 +31,17 @@ PLAIN_ALL = "all: every plain read and write passes through the daemon"
 PLAIN_PASSTHROUGH = ("only what passes through the daemon: plain files opened with kernel passthrough are read "
                      "and written by the kernel and not counted (page-cache fills and daemon-served files are)")
 
+_LABELS = {"log_lines_waiting": "log lines waiting in memory", "log_lines_lost": "log lines lost",
+           "state_writes_failed": "state database writes failed",
+           "parsed_store_writes_failed": "parsed-store writes failed",
+           "state_database_not_opened": "state database not opened (episodes live in memory only)",
+           "parsed_store_not_opened": "parsed store not opened (parses live in memory only)"}
+
+
+def _said(name: str, n: int) -> str:
+    label = _LABELS.get(name, name.replace("_", " "))
+    return label if name.endswith("_not_opened") else f"{n:,} {label}"
+
 
 class Stats:
     """Thread-safe counters; every number here is counted, never estimated."""
@@ -108,7 +119,7 @@ class Stats:
         counts |= {name: count() for name, count in self.unsaved.items()}
         if not any(counts.values()):
             return None
-        said = ", ".join(f"{n:,} {name.replace('_', ' ')}" for name, n in counts.items() if n)
+        said = ", ".join(_said(name, n) for name, n in counts.items() if n)
         summary = f"not saved in {self.log_path.parent}: {said}" + (f" ({error})" if error else "")
         return {**counts, "failing_since": since, "summary": summary + "; packs are served from memory"}
 
