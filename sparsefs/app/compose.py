@@ -37,6 +37,7 @@ from sparsefs.store.shared import SharedTier, open_shared
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
 from sparsefs.vfs.binding import NULL, Binding, LateBinding
+from sparsefs.vfs.control import CONTROL_DIR, LOG_NAME
 from sparsefs.vfs.core import Core
 from sparsefs.vfs.watcher import watch_source
 
@@ -86,6 +87,8 @@ def build_core(
     _count_unsaved(stats, artifacts.store, state)
     protocol = Protocol(artifacts, state=state, session=persisted_session(state, session_intent))
     guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
+    live_log = f"/{CONTROL_DIR}/{LOG_NAME}"
+    stats.on_logged = lambda: binding.invalidate(live_log)  # `tail -f`'s next fstat sees the new size at once
     return Core(root, stats, protocol, state, guard=guarding, binding=binding)
 
 

@@ -175,6 +175,8 @@ class Protocol:
             return refused
         if request.action in OPERATIONS:
             return self._exact(artifact, request, flags)
+        if not artifact.parsed.full_view and request.action != "full":  # an empty file or folder: say so
+            return self._preview(artifact, request, [*flags, "empty"])
         resolved = resolve(request.action, request.argument, request.slots, session)
         flags += resolved.flags
         if request.action == "scout" and not self._fits_natively(artifact, request):
