@@ -6,6 +6,7 @@ the suite (see FUSE-NOTES.md "Testing a mount without hanging the suite").
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sparsefs.fuse import mounts
 
@@ -123,6 +125,13 @@ def _reap(process: subprocess.Popen[bytes], deadline_s: float) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=5)
+
+
+def stats_json(mountpoint: Path) -> dict[str, Any]:
+    """The mount's ``.sparsefs/stats.json`` (with mfusepy, a snapshot up to the 5 s attribute timeout old)."""
+    data = json.loads((mountpoint / ".sparsefs" / "stats.json").read_bytes())
+    assert isinstance(data, dict)
+    return data
 
 
 def wait_for(predicate: object, timeout: float = 5.0, interval: float = 0.02) -> bool:

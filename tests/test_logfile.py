@@ -49,6 +49,8 @@ def test_a_full_disk_gets_whole_lines_or_none_and_nothing_is_lost(tmp_path: Path
         assert not writer.append(entry(3))  # it would fit the page's slack, but comes after line 2: it waits
         assert writer.waiting == 2 and writer.failed_since is not None and log.stat().st_size == size
         fs.free()
+        assert writer.flush()  # stats.json's next snapshot does this: no need to wait for the next pack
+        assert [line["time"] for line in whole_lines(log)] == [1.0, 2.0, 3.0]
         assert writer.append(entry(4))
         assert [line["time"] for line in whole_lines(log)] == [1.0, 2.0, 3.0, 4.0]  # in order, each whole
         assert writer.waiting == 0 and writer.failed_since is None

@@ -26,11 +26,6 @@ READS = [
 ]
 
 
-def _stats(mnt: Path) -> dict[str, Any]:
-    data = json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())
-    assert isinstance(data, dict)
-    return data
-
 
 def _whole_lines(log: Path) -> list[dict[str, Any]]:
     data = log.read_bytes()
@@ -72,8 +67,8 @@ def _full_disk_session(mnt: Path, fs: Any) -> None:
     while len(_whole_lines(log)) == served and served < 60:  # until the log's last page has no room left
         assert is_pack((mnt / f"fresh.md@intent=launch week {served}").read_bytes())
         served += 1
-    assert mountutil.wait_for(lambda: _stats(mnt)["packs_served"] == served, timeout=10)
-    stats = _stats(mnt)
+    assert mountutil.wait_for(lambda: mountutil.stats_json(mnt)["packs_served"] == served, timeout=10)
+    stats = mountutil.stats_json(mnt)
     missing = stats["not_saved"]
     assert missing["log_lines_waiting"] >= 1 and missing["log_lines_lost"] == 0
     assert missing["summary"].startswith("not saved in ") and "packs are served from memory" in missing["summary"]
@@ -88,8 +83,8 @@ def _full_disk_session(mnt: Path, fs: Any) -> None:
     assert is_pack((mnt / f"{REPORT}@focus=L1-3").read_bytes())  # the first line written after: the rest first
     lines = _whole_lines(log)
     assert len(lines) == served + 1 and [line["time"] for line in lines] == sorted(line["time"] for line in lines)
-    assert mountutil.wait_for(lambda: _stats(mnt)["packs_served"] == served + 1, timeout=10)
-    after = _stats(mnt)
+    assert mountutil.wait_for(lambda: mountutil.stats_json(mnt)["packs_served"] == served + 1, timeout=10)
+    after = mountutil.stats_json(mnt)
     assert after.get("not_saved", {}).get("log_lines_waiting", 0) == 0
     done = subprocess.run([sys.executable, "-m", "sparsefs", "stats", str(mnt), "--json"], capture_output=True,
                           text=True, timeout=60, check=True)
@@ -119,8 +114,8 @@ def test_a_mount_starts_on_a_full_state_disk(workspace: Path, tmp_path: Path, ba
         try:
             with mountutil.hang_guard(mount, HANG_GUARD_S):
                 assert is_pack((mnt / f"{REPORT}@intent=R&D expenses").read_bytes())
-                assert mountutil.wait_for(lambda: _stats(mnt)["packs_served"] == 1, timeout=10)
-                assert _stats(mnt)["not_saved"]["log_lines_waiting"] == 1
+                assert mountutil.wait_for(lambda: mountutil.stats_json(mnt)["packs_served"] == 1, timeout=10)
+                assert mountutil.stats_json(mnt)["not_saved"]["log_lines_waiting"] == 1
         finally:
             mountutil.stop(mount)
         assert "No space left on device" in mount.stderr()

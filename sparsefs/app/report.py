@@ -301,11 +301,12 @@ def _notes(report: Report) -> list[str]:
 
 
 def load_for(path: str, state_dir: str | None) -> Report:
-    """The log's report, with a live mount's note of what it could not save yet."""
-    report = load(log_path(path, state_dir))
+    """The log's report, with a live mount's note of what it could not save yet (read first: reading stats.json
+    writes lines that waited for a full state disk, if it has room again)."""
     where = Path(path).resolve()
-    if state_dir is None and is_sparsefs_mount(where):
-        report.not_saved = _mount_not_saved(where)
+    note = _mount_not_saved(where) if state_dir is None and is_sparsefs_mount(where) else ""
+    report = load(log_path(path, state_dir))
+    report.not_saved = note
     return report
 
 

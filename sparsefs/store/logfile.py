@@ -71,6 +71,10 @@ class PackLog:
         self._wait(line, exposed, cost)
         return False
 
+    def flush(self) -> bool:
+        """Write what waits, if the disk has room now; True when nothing waits."""
+        return not (self._waiting or self.lost.lines) or self._drain()
+
     def size(self) -> int:
         return os.fstat(self._fd).st_size if self._fd >= 0 else 0
 

@@ -8,6 +8,7 @@ or was lost is in stats.json's ``not_saved``).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,8 @@ import orjson
 
 from sparsefs.store.logfile import PackLog
 from sparsefs.store.savings import Logged, ReadUnits
+
+log = logging.getLogger("sparsefs.stats")
 
 # sparsefs.guard.policy: read-only opens of real files by guarded processes, cards served (and their characters),
 # plain reads after a card, and opens the guard failed open on (an error, a kernel race: real bytes). Cards
@@ -104,8 +107,13 @@ class Stats:
     def _append(self, stamped: dict[str, Any]) -> None:
         """Count the line as ``sparsefs stats`` counts it, then write it whole, or keep it to write later
         (under the lock)."""
-        _, cost = self.units.add(Logged.of(stamped))
-        self.log.append(orjson.dumps(stamped) + b"\n", int(stamped["exposed"]), cost)
+        try:
+            _, cost = self.units.add(Logged.of(stamped))
+        except (KeyError, TypeError, ValueError):  # a line `sparsefs stats` would skip as malformed: so do we
+            log.warning("log line not counted (malformed): %.200r", stamped)
+            cost = 0
+        exposed = stamped.get("exposed")
+        self.log.append(orjson.dumps(stamped) + b"\n", exposed if isinstance(exposed, int) else 0, cost)
 
     def log_size(self) -> int:
         with self._lock:
@@ -124,8 +132,10 @@ class Stats:
         return {**counts, "failing_since": since, "summary": summary + "; packs are served from memory"}
 
     def snapshot(self) -> dict[str, Any]:
-        """The numbers of stats.json; exposure and savings in read units (sparsefs.store.savings)."""
+        """The numbers of stats.json; exposure and savings in read units (sparsefs.store.savings). Lines waiting
+        for a full state disk are written now if it has room again."""
         with self._lock:
+            self.log.flush()
             counters = dict(self.counters)
             units = self.units
             savings = {"chars_exposed": units.exposed, "full_read_chars": units.full_read_chars,
