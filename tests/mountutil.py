@@ -128,7 +128,7 @@ def _reap(process: subprocess.Popen[bytes], deadline_s: float) -> None:
 
 
 def stats_json(mountpoint: Path) -> dict[str, Any]:
-    """The mount's ``.sparsefs/stats.json`` (with mfusepy, a snapshot up to the 5 s attribute timeout old)."""
+    """The mount's ``.sparsefs/stats.json``, a fresh snapshot at every open (both backends)."""
     data = json.loads((mountpoint / ".sparsefs" / "stats.json").read_bytes())
     assert isinstance(data, dict)
     return data

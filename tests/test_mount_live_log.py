@@ -41,3 +41,16 @@ def test_tail_f_of_the_log_shows_a_pack_at_once(mirror: Mount) -> None:
         tail.kill()
         tail.wait(timeout=5)
     assert max(lags) < MAX_LAG_S, lags
+
+
+def test_stats_json_is_fresh_at_every_open(mirror: Mount) -> None:
+    """With mfusepy a second `cat stats.json` within 5 s served the first one's snapshot (its cached size kept the
+    kernel from asking again); `sparsefs stats` reading it for its note made the guard's numbers look stale."""
+    mnt = mirror.mountpoint
+    before = mountutil.stats_json(mnt)
+    (mnt / "annual-report.md@intent=R&D expenses").read_bytes()
+    data = (mnt / "notes.txt").read_bytes()
+    after = mountutil.stats_json(mnt)  # at once: no wait
+    assert after["packs_served"] == before["packs_served"] + 1
+    if not after["passthrough"]:
+        assert after["plain_bytes_read"] >= before["plain_bytes_read"] + len(data)

@@ -23,7 +23,7 @@ from readers.ops import OPERATIONS
 from sparsefs.artifacts.cache import Artifact, ArtifactCache
 from sparsefs.protocol.actions import prepare
 from sparsefs.protocol.baseline import Baseline
-from sparsefs.protocol.episodes import Episode, EpisodeStore, Staged
+from sparsefs.protocol.episodes import Delivery, Episode, EpisodeStore
 from sparsefs.protocol.exposure import evidence_out, exposure, finalize, fit_to_budget, reserve_for, served_as
 from sparsefs.protocol.grammar import OPERATION_OPTION_KEYS, VirtualRequest
 from sparsefs.protocol.intents import ResolvedIntent, SessionIntent, resolve
@@ -46,19 +46,6 @@ SPARSE_ACTIONS = frozenset({"intent", "collect", "refine", "verify", "focus"})
 _WITHIN = frozenset({"refine", "verify"})  # after the full view went out: anchors into it, nothing re-sent
 SELECTED_FULL_VIEW_MAX_CHARS = 65_536
 """The most a selected full view sends unasked; beyond it the agent gets the preview and how to narrow."""
-
-
-def _nothing() -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What delivering a pack applies: the episode changes its build staged, and what the baseline remembers."""
-
-    rel: str
-    staged: Staged | None = None
-    delivered: Callable[[], None] = _nothing
 
 
 @dataclass(frozen=True)

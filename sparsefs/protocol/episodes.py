@@ -22,7 +22,7 @@ import copy
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -114,6 +114,20 @@ class Staged:
     revision: int  # the artifact's episode revision the build started from
     episodes: tuple[Episode, ...] = ()
     current: str | None = None  # the artifact's current episode after the build
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What delivering a pack applies (sparsefs.protocol.access.Protocol.deliver): the episode changes its build
+    staged, and what the baseline remembers of the version it read (sparsefs.protocol.baseline)."""
+
+    rel: str
+    staged: Staged | None = None
+    delivered: Callable[[], None] = _nothing
 
 
 class EpisodeStore:
