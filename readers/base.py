@@ -274,6 +274,12 @@ class Reader(ABC):
         Never ``anchor`` itself, which the pack already shows; none for anchors the Reader cannot widen."""
         return []
 
+    def members(self, parsed: Parsed) -> tuple[tuple[str, int, int], ...]:
+        """The files a collection's full view is made of: (path relative to the collection, start, end) of each
+        member's full view in it (start == end: listed, not readable). A file has none. The savings count what a
+        person would have read instead of a collection's pack: its listing and the members it carries text of."""
+        return ()
+
     def operate(self, parsed: Parsed, operation: Operation, max_chars: int) -> Batch:
         """An exact operation over ALL records; items hold results with provenance anchors.
 

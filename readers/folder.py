@@ -210,6 +210,9 @@ class FolderReader(Reader):
                       note=f"read {len(chosen)} of {len(col.readable())} files: {names}")
         return Batch(tuple(items), scope, coverage, tuple(flags))
 
+    def members(self, parsed: Parsed) -> tuple[tuple[str, int, int], ...]:
+        return tuple((view.rel, view.start, view.end) for view in _collection(parsed).views)
+
     # -- focus -----------------------------------------------------------------------
 
     def focus(self, parsed: Parsed, anchor: str) -> Batch:

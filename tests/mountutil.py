@@ -6,6 +6,7 @@ the suite (see FUSE-NOTES.md "Testing a mount without hanging the suite").
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sparsefs.fuse import mounts
 
@@ -37,10 +39,12 @@ class Mount:
         return self.stderr_path.read_text(errors="replace")
 
 
-def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None) -> Mount:
-    """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready."""
+def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None,
+          stderr_dir: Path | None = None) -> Mount:
+    """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready.
+    The daemon's output goes to ``stderr_dir`` (default: the state directory)."""
     target = mountpoint or source
-    stderr_path = state_dir / "test-daemon.stderr"
+    stderr_path = (stderr_dir or state_dir) / "test-daemon.stderr"
     state_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source)]
     command += [str(mountpoint)] if mountpoint else []
@@ -121,6 +125,13 @@ def _reap(process: subprocess.Popen[bytes], deadline_s: float) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=5)
+
+
+def stats_json(mountpoint: Path) -> dict[str, Any]:
+    """The mount's ``.sparsefs/stats.json``, a fresh snapshot at every open (both backends)."""
+    data = json.loads((mountpoint / ".sparsefs" / "stats.json").read_bytes())
+    assert isinstance(data, dict)
+    return data
 
 
 def wait_for(predicate: object, timeout: float = 5.0, interval: float = 0.02) -> bool:

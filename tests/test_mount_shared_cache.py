@@ -158,7 +158,7 @@ def test_index_warms_the_store_for_index_read_and_mcp_elsewhere(tmp_path: Path,
     finally:
         plan.local.close()
     hits = _keyspace_hits(redis)
-    assert '"decision"' in anyio.run(_mcp_read, homes[3] / "src", tmp_path / "mcp-state", redis.url)
+    assert is_pack(anyio.run(_mcp_read, homes[3] / "src", tmp_path / "mcp-state", redis.url))  # the compact pack
     assert _keyspace_hits(redis) > hits  # the MCP server fetched from the store
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
 from tests import mountutil
 from tests.test_mount_errors import SALES
@@ -28,11 +26,6 @@ READS = [
 ]
 
 
-def _stats_json(mnt: Path) -> dict[str, Any]:
-    data = json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())
-    assert isinstance(data, dict)
-    return data
-
 
 def test_stats_json_and_sparsefs_stats_agree_and_kinds_are_readers(mirror: Mount) -> None:
     mnt = mirror.mountpoint
@@ -42,8 +35,8 @@ def test_stats_json_and_sparsefs_stats_agree_and_kinds_are_readers(mirror: Mount
     logged = len((mnt / ".sparsefs" / "log.jsonl").read_bytes().splitlines())
     assert logged == len(READS) - 1  # the re-read is not logged
     # mfusepy may show a stats.json snapshot up to the attribute timeout old
-    assert mountutil.wait_for(lambda: _stats_json(mnt)["packs_served"] == logged, timeout=10)
-    live = _stats_json(mnt)
+    assert mountutil.wait_for(lambda: mountutil.stats_json(mnt)["packs_served"] == logged, timeout=10)
+    live = mountutil.stats_json(mnt)
     result = subprocess.run([sys.executable, "-m", "sparsefs", "stats", str(mnt), "--json"], capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr

@@ -37,6 +37,7 @@ from sparsefs.store.shared import SharedTier, open_shared
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
 from sparsefs.vfs.binding import NULL, Binding, LateBinding
+from sparsefs.vfs.control import CONTROL_DIR, LOG_NAME
 from sparsefs.vfs.core import Core
 from sparsefs.vfs.watcher import watch_source
 
@@ -83,8 +84,11 @@ def build_core(
     if shared is not None:
         stats.sections["shared_cache"] = shared.snapshot
     state = _open_state(state_dir)
+    _count_unsaved(stats, artifacts.store, state)
     protocol = Protocol(artifacts, state=state, session=persisted_session(state, session_intent))
     guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
+    live_log = f"/{CONTROL_DIR}/{LOG_NAME}"
+    stats.on_logged = lambda: binding.invalidate(live_log)  # `tail -f`'s next fstat sees the new size at once
     return Core(root, stats, protocol, state, guard=guarding, binding=binding)
 
 
@@ -125,6 +129,19 @@ def mount(
                       cache=cache)
     freshness = watch_source(core, watch or "", enabled=watch is not None)
     return Mounted(core, binding, freshness)
+
+
+def _count_unsaved(stats: Stats, store: ParsedStore | None, state: StateDB | None) -> None:
+    """stats.json's ``not_saved`` counts the writes the state directory refused (a full disk): the mount serves
+    on from memory, and says so once."""
+    if state is not None:
+        stats.unsaved["state_writes_failed"] = lambda: state.failed_writes
+    else:
+        stats.unsaved["state_database_not_opened"] = lambda: 1
+    if store is not None:
+        stats.unsaved["parsed_store_writes_failed"] = lambda: store.failures
+    else:
+        stats.unsaved["parsed_store_not_opened"] = lambda: 1
 
 
 def _open_state(state_dir: Path) -> StateDB | None:

@@ -163,7 +163,18 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
             from sparsefs.app.doctor_cache import mount_cache_check  # it builds on Check, defined here
 
             checks.append(mount_cache_check(f"mount {mnt}", stats["shared_cache"]))
+        if isinstance(stats.get("not_saved"), dict):
+            checks.append(not_saved_check(f"mount {mnt}", stats["not_saved"]))
     return checks
+
+
+def not_saved_check(name: str, missing: dict[str, Any]) -> Check:
+    """A mount whose state directory refuses writes (a full disk) serves on from memory: say what waits."""
+    waiting = "log lines wait in memory and are written once there is room; " if missing.get(
+        "log_lines_waiting") else ""
+    return Check(f"{name} state", False, str(missing.get("summary", "state not saved")),
+                 f"free space on the state directory's filesystem ({waiting}episodes and packs are saved again "
+                 "from the next read on)", required=False)
 
 
 def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S, into: dict[str, Any] | None = None) -> Check:

@@ -11,11 +11,20 @@ episode state are the mount's, and a running mount of the root is read through):
   (where, by, sheet, k, budget...) go in ``options``;
 * ``sro_raw(path, range)`` — original bytes, at most :data:`MAX_RAW_BYTES` per call.
 
-Preview and read return exactly the bytes ``cat 'PATH@...&format=json'`` returns
-in a mount: the EvidencePack JSON. A request that fails (a missing file, a bad
-anchor, a Reader that cannot read the file: an error pack) is a tool error —
-the result's ``isError`` flag is set — whose text is that error pack's JSON
-(what was wrong, and a ``hint`` saying what to ask instead). The intent, slots
+Preview and read return the compact EvidencePack, once, as the result's one text
+block: exactly the bytes ``cat 'PATH@...'`` returns in a mount, and exactly what
+the stats and the episode's E count (an agent reads what the tool returns). No
+structured copy rides along: the pack's header already carries its episode,
+fingerprint, decision, E and L, and every host shows the text to the model
+(issue 25.7: the pretty JSON pack, nulls included, sent twice — as text and as
+``structuredContent`` — cost 6,600 characters on the wire for a pack counted as
+1,200). An answer is at most 1.3x its pack on the wire for packs of 700
+characters or more; below that the JSON-RPC envelope (about 190 characters,
+the SDK's ``serverInfo`` stamp included) dominates (docs/BENCHMARKS.md). A
+request that fails (a missing file, a bad anchor, a Reader that cannot read
+the file: an error pack) is a tool error — the result's ``isError`` flag is
+set — whose text is that error pack (what was wrong, and after ``try:`` what to
+ask instead). The intent, slots
 and options are parameters, taken literally: a '/' or '&' in them never matters
 (``sparsefs.app.api.request_name`` encodes them). Each call takes the state directory's lock
 (and opens the state database) only while it runs, so a mount of the same
@@ -28,7 +37,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import TypeVar
 
 import orjson
 from mcp.server.mcpserver import MCPServer
@@ -39,8 +48,6 @@ from readers.actions import Argument, named
 from sparsefs.app.api import ReadFailed, Workspace
 
 T = TypeVar("T")
-Evidence = Annotated[CallToolResult, str]
-"""A tool result whose output schema is a string (the pack's JSON) and whose ``isError`` the tool sets."""
 MAX_RAW_BYTES = 1 << 20
 _RANGE = re.compile(r"\s*(\d*)\s*-\s*(\d*)\s*")
 _WITHOUT_ARGUMENT = named(argument=Argument.NONE)  # readers.actions: scout, full (and raw: sro_raw)
@@ -58,9 +65,9 @@ def build_server(workspace: Workspace) -> MCPServer:
     server = MCPServer("sparsefs", instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool()
-    def sro_preview(path: str) -> Evidence:
-        """The Object Preview of a file or folder: size, outline, first lines. EvidencePack JSON."""
-        return _evidence(lambda: workspace.preview(path, fmt="json").text)
+    def sro_preview(path: str) -> CallToolResult:
+        """The Object Preview of a file or folder: size, outline, first lines, as a compact EvidencePack."""
+        return _evidence(lambda: workspace.preview(path).text)
 
     @server.tool()
     def sro_read(
@@ -70,8 +77,9 @@ def build_server(workspace: Workspace) -> MCPServer:
         slots: list[str] | None = None,
         scope: str | None = None,
         options: dict[str, str] | None = None,
-    ) -> Evidence:
-        """One read of the Read Intent Protocol; returns the EvidencePack JSON.
+    ) -> CallToolResult:
+        """One read of the Read Intent Protocol; returns the compact EvidencePack (header, anchored passages,
+        coverage, next steps).
 
         mode: intent | collect | refine | verify | focus | scout | full, or an exact operation (sum, count, ...).
         intent: what you need (for focus: the anchor; for verify: the claim).
@@ -82,17 +90,17 @@ def build_server(workspace: Workspace) -> MCPServer:
         """
         argument = read_argument(mode, intent, slots)
         merged: dict[str, str | int] = {**(options or {}), **({"scope": scope} if scope else {})}
-        return _evidence(lambda: workspace.ask(path, mode, argument, options=merged, fmt="json").text)
+        return _evidence(lambda: workspace.ask(path, mode, argument, options=merged).text)
 
     @server.tool()
-    def sro_raw(path: str, range: str | None = None) -> str:
+    def sro_raw(path: str, range: str | None = None) -> CallToolResult:
         """Original bytes of a file: range 'START-END' (bytes, end exclusive) or 'START-'.
 
         Returns JSON: path, range, encoding ('utf-8' or 'base64' for binary) and content; 1 MiB at most per call.
         """
         start, end = parse_range(range)
         data = _pack(lambda: workspace.raw(path, start, end))
-        return raw_json(path, start, data)
+        return CallToolResult(content=[TextContent(type="text", text=raw_json(path, start, data))])
 
     return server
 
@@ -149,22 +157,18 @@ def _pack(read: Callable[[], T]) -> T:
 
 
 def _evidence(read: Callable[[], str]) -> CallToolResult:
-    """A pack's JSON as the result; an error pack sets ``isError``, so a client never takes it for evidence
-    (its text is still the pack's JSON, with the message and the hint)."""
+    """The compact pack as the result's one text block; an error pack sets ``isError``, so a client never takes
+    it for evidence (its text is still the error pack: the message, and what to ask instead)."""
     text = _pack(read)
     content: list[ContentBlock] = [TextContent(type="text", text=text)]
-    if is_error_pack(text):
-        return CallToolResult(content=content, is_error=True)
-    return CallToolResult(content=content, structured_content={"result": text})
+    return CallToolResult(content=content, is_error=is_error_pack(text))
 
 
 def is_error_pack(text: str) -> bool:
-    """Whether ``text`` is an EvidencePack JSON whose decision is "error"."""
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(data, dict) and data.get("decision") == "error"
+    """Whether ``text`` is a compact error pack: its first line is ``NAME: error: ...``
+    (sparsefs.protocol.pack_text), the next ``try: ...``."""
+    first, _, rest = text.partition("\n")
+    return ": error: " in first and rest.startswith("try: ")
 
 
 def run_stdio(root: str, state_dir: str | None, cache: str | None = None) -> int:

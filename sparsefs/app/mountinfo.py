@@ -20,6 +20,7 @@ A ``mount.json`` is trusted only while its pid holds the lock.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -56,10 +57,16 @@ class MountInfo:
 
 
 def write_info(state_dir: Path, info: MountInfo) -> None:
-    """Publish ``info`` atomically (a reader never sees half a file)."""
+    """Publish ``info`` atomically (a reader never sees half a file). On a full state disk the mount goes on
+    unpublished: a read of the source then waits for the lock instead of going through this mount."""
     tmp = state_dir / f".{INFO_FILE}.{os.getpid()}"
-    tmp.write_bytes(orjson.dumps(asdict(info)))
-    os.replace(tmp, state_dir / INFO_FILE)
+    try:
+        tmp.write_bytes(orjson.dumps(asdict(info)))
+        os.replace(tmp, state_dir / INFO_FILE)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        logging.getLogger("sparsefs").warning("cannot publish %s (%s); sparsefs read of the source will not find "
+                                              "this mount", state_dir / INFO_FILE, err.strerror or err)
 
 
 def read_info(state_dir: Path) -> MountInfo | None:

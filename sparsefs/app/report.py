@@ -4,21 +4,20 @@ The source is the pack log (``log.jsonl``: one line per pack delivered, from a
 mount or from ``sparsefs read``/MCP/the API): ``<mount>/.sparsefs/log.jsonl``
 for a live mount, else the state directory's copy (the same file).
 
-The comparison is per *read unit*, defined (and computed) once in
-:mod:`sparsefs.store.savings`, which ``.sparsefs/stats.json`` uses too: an
-episode (every access under one objective of one artifact version), or, for
-packs outside any episode (previews, exact results, errors), one artifact
-version. A full read costs that unit's full view length ``L`` once — within an
-episode an agent that had read the whole file would not read it again for the
-next refine — and a version-only unit whose version an episode also read costs
-none. Two episodes (two objectives) on the same version each count ``L``: the
-baseline is an agent that reads the whole file once per task, not once per
-lifetime. stats.json counts the lines one mount logged; this, every line.
+Lines are shown per *read unit* (an episode, or for a line outside any
+episode, its artifact version) and per kind; what each line costs in full
+reads is defined and computed once, in :mod:`sparsefs.store.savings`, which
+``.sparsefs/stats.json`` uses too: a full read of one artifact version counts
+at most once per read window (a person keeps what they read while they work
+on the file), a grown log costs only what it added, a folder pack costs its
+listing and the members it carries text of, an error costs nothing.
+stats.json counts the lines one mount logged; this, every line. A
+``not-saved`` line (lines a full state disk dropped) adds its totals.
 
 Lines of the plain-read guard (sparsefs.guard.policy: ``action`` "plain-read",
 decision ``guard-card`` or ``insisted``) are not packs: they are counted as
 cards served and insisted plain reads (and under their decisions), their
-exposure and ``L`` in the totals.
+exposure and full reads in the totals.
 A kind is the Reader that read the file (the line's ``reader``: ``table`` for
 CSV and XLSX, ``folder``...); a line without one (an error before any Reader
 ran, an older log) takes the Reader registered for the base file's extension,
@@ -43,7 +42,8 @@ import orjson
 from readers import registry
 from sparsefs.app.compose import default_state_dir
 from sparsefs.fuse.mounts import is_sparsefs_mount
-from sparsefs.store.savings import VERSION_KEY, ReadUnits
+from sparsefs.store.logfile import NOT_SAVED
+from sparsefs.store.savings import VERSION_KEY, Logged, ReadUnits, count
 from sparsefs.vfs.control import CONTROL_DIR, LOG_NAME
 
 _EPISODE_ROWS = 20
@@ -99,6 +99,9 @@ class Report:
     source: str
     units: list[Unit]
     bad_lines: int = 0
+    lines_not_saved: int = 0  # lines a full state disk dropped (their totals are in, by a not-saved line)
+    full_reads: int = 0  # artifact versions read in full once per read window (sparsefs.store.savings)
+    not_saved: str = ""  # a live mount's stats.json: what it could not write yet (a full state disk)
 
     def totals(self) -> Totals:
         totals = Totals()
@@ -116,7 +119,7 @@ class Report:
         return sum((unit.decisions for unit in self.units), Counter())
 
     def episodes(self) -> list[Unit]:
-        return [unit for unit in self.units if not unit.key.startswith(VERSION_KEY)]
+        return [unit for unit in self.units if not unit.key.startswith(VERSION_KEY) and unit.key != NOT_SAVED]
 
     def as_json(self) -> dict[str, Any]:
         totals = self.totals()
@@ -128,7 +131,10 @@ class Report:
             "chars_saved": totals.full_view - totals.exposed,
             "exposure_ratio": totals.ratio,
             "decisions": dict(self.decisions()),
+            "full_reads": self.full_reads,
             "bad_lines": self.bad_lines,
+            "lines_not_saved": self.lines_not_saved,
+            **({"not_saved": self.not_saved} if self.not_saved else {}),
             "cards_served": totals.cards,
             "insisted_reads": totals.insisted,
             "by_kind": {kind: asdict(t) | {"ratio": t.ratio} for kind, t in self.by_kind().items()},
@@ -142,7 +148,7 @@ def _unit_json(unit: Unit) -> dict[str, Any]:
         "artifact": unit.artifact,
         "packs": unit.packs,
         "exposed": unit.exposed,
-        "L": unit.full_view,
+        "full_read_chars": unit.full_view,
         "decisions": dict(unit.decisions),
         "cards": unit.cards,
         "insisted": unit.insisted,
@@ -160,21 +166,34 @@ def log_path(path: str, state_dir: str | None) -> Path:
 
 
 def load(log: Path) -> Report:
-    """Group the log's packs into units; malformed lines are counted, not fatal. Each unit's full read is
-    what :class:`ReadUnits` (the stats.json definition) says it costs."""
+    """Group the log's packs into units; malformed lines are counted, not fatal. Each line costs the full reads
+    :class:`ReadUnits` (the stats.json definition) charges it, in log order."""
     units: dict[str, Unit] = {}
     read_units = ReadUnits()
-    bad = 0
+    bad = lost = 0
     for line in _lines(log):
         try:
-            entry = Line.parse(orjson.loads(line))
+            entry = orjson.loads(line)
+            if isinstance(entry, dict) and entry.get("decision") == NOT_SAVED:
+                lost += _add_lost(entry, units, read_units)
+                continue
+            parsed = Line.parse(entry)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             bad += 1
             continue
-        entry.add_to(units, read_units)
-    for unit in units.values():
-        unit.full_view = read_units.cost(unit.key)
-    return Report(str(log), list(units.values()), bad)
+        parsed.add_to(units, read_units)
+    return Report(str(log), list(units.values()), bad, lost, read_units.full_reads)
+
+
+def _add_lost(entry: dict[str, Any], units: dict[str, Unit], read_units: ReadUnits) -> int:
+    """A ``not-saved`` line (sparsefs.store.logfile): lines a full disk dropped, with their totals."""
+    lines, exposed, cost = (count(entry[key]) for key in ("lines", "exposed", "full_read_chars"))
+    unit = units.setdefault(NOT_SAVED, Unit(NOT_SAVED, "(lines not saved)", "(not saved)"))
+    unit.exposed += exposed
+    unit.full_view += cost
+    read_units.exposed += exposed
+    read_units.full_read_chars += cost
+    return lines
 
 
 def _lines(log: Path) -> Iterator[bytes]:
@@ -189,35 +208,25 @@ def _lines(log: Path) -> Iterator[bytes]:
 class Line:
     """One validated log line; nothing is counted before every field is."""
 
-    artifact: str
-    version: str
-    episode: str | None
-    exposed: int
-    full_view: int
+    logged: Logged
     decision: str
     plain_read: bool  # a guard line (a card, or an insisted plain read), not a pack
     reader: str | None = None  # the Reader that read it ("table/csv"), when one did
 
     @classmethod
     def parse(cls, entry: Any) -> Line:
-        if not isinstance(entry, dict) or not isinstance(entry["artifact"], str):
+        if not isinstance(entry, dict):
             raise TypeError("not a log line")
-        episode = entry.get("episode")
-        return cls(
-            entry["artifact"],
-            str(entry.get("fingerprint")),
-            str(episode) if episode else None,
-            _count(entry["exposed"]),
-            _count(entry["L"]),
-            str(entry["decision"]),
-            entry.get("action") == "plain-read",
-            entry["reader"] if isinstance(entry.get("reader"), str) else None,
-        )
+        count(entry["L"])
+        return cls(Logged.of(entry), str(entry["decision"]), entry.get("action") == "plain-read",
+                   entry["reader"] if isinstance(entry.get("reader"), str) else None)
 
     def add_to(self, units: dict[str, Unit], read_units: ReadUnits) -> None:
-        key = read_units.add(self.artifact, self.version, self.episode, self.exposed, self.full_view)
-        unit = units.setdefault(key, Unit(key, self.artifact, kind_of(self.artifact, self.reader), self.version))
-        unit.exposed += self.exposed
+        logged = self.logged
+        key, cost = read_units.add(logged)
+        unit = units.setdefault(key, Unit(key, logged.artifact, kind_of(logged.artifact, self.reader), logged.version))
+        unit.exposed += logged.exposed
+        unit.full_view += cost
         unit.decisions[self.decision] += 1
         if not self.plain_read:
             unit.packs += 1
@@ -225,12 +234,6 @@ class Line:
             unit.insisted += 1
         else:
             unit.cards += 1
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"not a count: {value!r}")
-    return value
 
 
 def kind_of(artifact: str, reader: str | None = None) -> str:
@@ -266,6 +269,8 @@ def render_text(report: Report) -> str:
         f"packs served: {totals.packs:,}  ({', '.join(f'{k} {v}' for k, v in _pack_decisions(decisions))})",
         f"characters exposed: {totals.exposed:,} of {totals.full_view:,} that full reads would have cost "
         f"({_ratio(totals.ratio)}; saved {totals.full_view - totals.exposed:,})",
+        f"full reads: {report.full_reads:,} (each file version at most once per read window; docs/SEMANTICS.md, "
+        "Savings)",
         f"fallbacks to the full view: {decisions['fallback']}",
         f"guard cards served: {totals.cards:,}  insisted plain reads: {totals.insisted:,}",
         "",
@@ -277,18 +282,46 @@ def render_text(report: Report) -> str:
     ]
     episodes = report.episodes()[-_EPISODE_ROWS:]
     if episodes:
-        lines += ["", f"{'episode':<8} {'packs':>5} {'exposed':>10} {'L':>10}  artifact · decisions"]
+        lines += ["", f"{'episode':<8} {'packs':>5} {'exposed':>10} {'full reads':>10}  artifact · decisions"]
         lines += [
             f"{u.key:<8} {u.packs:>5} {u.exposed:>10,} {u.full_view:>10,}  {u.artifact} · "
             + ", ".join(f"{k} {v}" for k, v in sorted(u.decisions.items()))
             for u in episodes
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_notes(report) + lines) + "\n"
+
+
+def _notes(report: Report) -> list[str]:
+    """What a full state disk kept out of the log, said once, first."""
+    notes = [f"NOTE: {report.not_saved}"] if report.not_saved else []
+    if report.lines_not_saved:
+        notes.append(f"NOTE: {report.lines_not_saved:,} log lines were not saved (state disk full); their totals "
+                     "are included")
+    return notes
+
+
+def load_for(path: str, state_dir: str | None) -> Report:
+    """The log's report, with a live mount's note of what it could not save yet (read first: reading stats.json
+    writes lines that waited for a full state disk, if it has room again)."""
+    where = Path(path).resolve()
+    note = _mount_not_saved(where) if state_dir is None and is_sparsefs_mount(where) else ""
+    report = load(log_path(path, state_dir))
+    report.not_saved = note
+    return report
+
+
+def _mount_not_saved(mountpoint: Path) -> str:
+    try:
+        stats = orjson.loads((mountpoint / CONTROL_DIR / "stats.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return ""
+    missing = stats.get("not_saved") if isinstance(stats, dict) else None
+    return str(missing.get("summary", "")) if isinstance(missing, dict) else ""
 
 
 def print_stats(path: str, state_dir: str | None, as_json: bool, out: TextIO) -> int:
     """The ``sparsefs stats`` command."""
-    report = load(log_path(path, state_dir))
+    report = load_for(path, state_dir)
     if as_json:
         out.write(orjson.dumps(report.as_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not report.units:
@@ -345,12 +378,14 @@ def render_html(report: Report, chart: str) -> str:
         "<style>body{font:14px sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
         "td:first-child,th:first-child{text-align:left}</style>"
         f"<h1>SparseFS report</h1><p>log: {html.escape(report.source)}</p>"
+        + "".join(f"<p><b>{html.escape(note)}</b></p>" for note in _notes(report)) +
         f"<p>packs served: {totals.packs:,} ({html.escape(decisions)})<br>characters exposed: {totals.exposed:,} of "
-        f"{totals.full_view:,} that full reads would have cost ({_ratio(totals.ratio)}); fallbacks: "
+        f"{totals.full_view:,} that full reads would have cost ({_ratio(totals.ratio)}; {report.full_reads:,} full "
+        "reads, each file version at most once per read window); fallbacks: "
         f"{report.decisions()['fallback']}; guard cards served: {totals.cards:,}, insisted plain reads: "
         f"{totals.insisted:,}</p><img src='{html.escape(chart)}' alt='exposed vs full reads'>"
         "<h2>Per kind (the Reader)</h2><table><tr><th>kind<th>packs<th>exposed<th>full reads<th>ratio"
-        f"{kind_rows}</table><h2>Per episode</h2><table><tr><th>episode<th>artifact<th>packs<th>exposed<th>L"
+        f"{kind_rows}</table><h2>Per episode</h2><table><tr><th>episode<th>artifact<th>packs<th>exposed<th>full reads"
         f"<th>decisions{episode_rows}</table>\n"
     )
 
@@ -361,7 +396,7 @@ def _row(*cells: object) -> str:
 
 def write_report(path: str, state_dir: str | None, output: str, out: TextIO) -> int:
     """The ``sparsefs report`` command: OUTPUT/index.html and OUTPUT/chart.png."""
-    report = load(log_path(path, state_dir))
+    report = load_for(path, state_dir)
     if not report.units:
         out.write(f"no packs logged yet in {report.source}\n")
         return 1

@@ -2,7 +2,10 @@
 
 ``Protocol.serve`` takes an artifact path and a parsed virtual request and
 returns an EvidencePack. It owns the episode state; the Gate decides
-admission on sizes only; the Reader only locates evidence.
+admission on sizes only; the Reader only locates evidence. With
+``deferred=True`` (a mount: packs are built at lookup) nothing is charged
+until ``Protocol.deliver`` is called for a pack that is read; an error pack
+charges nothing ever (sparsefs.protocol.episodes, staging).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import xxhash
 
@@ -21,7 +24,8 @@ from readers.base import BadAnchor, Batch, EvidenceItem, ReaderError, ScopeMisma
 from readers.ops import OPERATIONS
 from sparsefs.artifacts.cache import Artifact, ArtifactCache
 from sparsefs.protocol.actions import prepare
-from sparsefs.protocol.episodes import Episode, EpisodeStore
+from sparsefs.protocol.baseline import Baseline
+from sparsefs.protocol.episodes import Delivery, Episode, EpisodeStore
 from sparsefs.protocol.exposure import evidence_out, exposure, finalize, fit_to_budget, reserve_for, served_as
 from sparsefs.protocol.grammar import OPERATION_OPTION_KEYS, VirtualRequest
 from sparsefs.protocol.intents import ResolvedIntent, SessionIntent, resolve
@@ -30,6 +34,7 @@ from sparsefs.protocol.pack import Decision as PackDecision
 from sparsefs.protocol.pack_text import item_chars, without_items
 from sparsefs.protocol.selecting import ConfigurationChooser, Selection
 from sparsefs.protocol.steps import next_steps
+from sparsefs.store.savings import FullRead
 from sparsefs.store.state import StateDB
 
 _LOG = logging.getLogger(__name__)
@@ -57,6 +62,8 @@ class Served:
     text: str
     full_view_chars: int
     version: str = ""  # full fingerprint of the artifact version the pack was built from
+    reads: tuple[FullRead, ...] = ()  # what a person would have read instead (sparsefs.protocol.baseline)
+    delivery: Delivery = field(default_factory=lambda: Delivery(""), compare=False)
 
     @property
     def exposed_chars(self) -> int:
@@ -80,16 +87,34 @@ class Protocol:
         self.session = session or SessionIntent()
         saved = artifacts.store.save_grown if artifacts.store else None  # warmed vectors survive a remount
         self.chooser = chooser or ConfigurationChooser(on_warmed=saved)
+        self.baseline = Baseline(artifacts)
         self._locks = [threading.Lock() for _ in range(_ARTIFACT_STRIPES)]
 
-    def serve(self, rel: str, request: VirtualRequest, session: str | None = None) -> Served:
+    def serve(self, rel: str, request: VirtualRequest, session: str | None = None, deferred: bool = False) -> Served:
         """Answer one access; ReaderError becomes an error pack, OSError propagates.
 
         ``session`` is the session intent the caller froze the pack under (default: the current one).
+        ``deferred``: charge nothing yet; :meth:`deliver` applies the pack's ``delivery`` when it is read.
 
         Any other exception is a bug in a Reader: it is logged with its traceback
         and answered with an error pack, so one bad artifact never fails the mount.
         """
+        return self._serve(rel, request, session, deferred)
+
+    def deliver(self, delivery: Delivery) -> bool:
+        """Charge a pack that is read: apply its staged episode changes. False (nothing applied) when the
+        artifact's episodes changed since it was built: build it again."""
+        if delivery.staged is not None:
+            with self._lock(delivery.rel):
+                if not self.episodes.commit(delivery.staged):
+                    return False
+        delivery.delivered()
+        return True
+
+    def _lock(self, rel: str) -> threading.Lock:
+        return self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]
+
+    def _serve(self, rel: str, request: VirtualRequest, session: str | None, deferred: bool) -> Served:
         try:
             artifact = self.artifacts.load(rel)
         except ReaderError as err:
@@ -98,32 +123,37 @@ class Protocol:
             raise
         except Exception as err:  # noqa: BLE001 - a Reader bug must not escape as EIO
             return _internal_error(rel, request, err)
-        with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
-            try:
-                served = self._serve_locked(artifact, request, self.session.text if session is None else session)
-            except Exception as err:  # noqa: BLE001 - same: answer, log, keep serving
-                return _internal_error(rel, request, err, artifact)
-            self._save_episode(served.pack.episode)
-        return replace(served, version=artifact.fingerprint)
+        with self._lock(rel):
+            with self.episodes.staging(rel) as staged:
+                try:
+                    served = self._serve_locked(artifact, request, self.session.text if session is None else session)
+                except Exception as err:  # noqa: BLE001 - same: answer, log, keep serving
+                    served = _internal_error(rel, request, err, artifact)
+            if served.pack.decision == "error":  # a read that failed charges nothing
+                return replace(served, version=artifact.fingerprint)
+            reads, delivered = self.baseline.reads(artifact, served.pack)
+            delivery = Delivery(rel, staged[0], delivered)
+            if not deferred:
+                self.episodes.commit(staged[0])  # under the same lock: nothing changed since the build
+                delivery = Delivery(rel)
+        if not deferred:
+            delivered()
+        return replace(served, version=artifact.fingerprint, reads=reads, delivery=delivery)
 
     def record_plain_read(self, rel: str) -> tuple[str, int, int]:
         """A plain read of the whole file after a guard card (sparsefs.guard.policy): the full view's exposure
         in the artifact's episode, which it closes like @full. (episode id, chars newly exposed, L)."""
         artifact = self.artifacts.load(rel)
         length = len(artifact.parsed.full_view)
-        with self._locks[xxhash.xxh32_intdigest(rel.encode("utf-8", "surrogateescape")) % _ARTIFACT_STRIPES]:
-            episode = self._ensure(artifact, "full", "plain read")
-            episode.reads += 1
-            admission = deliver_full_view(episode.budget)
-            episode.budget, episode.retired = admission.budget, True
-            episode.close_reason = "plain read of the whole file (after the guard card)"
-            self._save_episode(episode.id)
+        with self._lock(rel):
+            with self.episodes.staging(rel) as staged:
+                episode = self._ensure(artifact, "full", "plain read")
+                episode.reads += 1
+                admission = deliver_full_view(episode.budget)
+                episode.budget, episode.retired = admission.budget, True
+                episode.close_reason = "plain read of the whole file (after the guard card)"
+            self.episodes.commit(staged[0])  # the plain read happened: charged at once
         return episode.id, admission.delivered_chars, length
-
-    def _save_episode(self, episode_id: str | None) -> None:
-        episode = self.episodes.get(episode_id) if episode_id else None
-        if episode is not None:
-            self.episodes.save(episode)  # Algorithm 1, SaveEpisode: E and H survive a remount
 
     def _serve_locked(self, artifact: Artifact, request: VirtualRequest, session: str) -> Served:
         flags = self._changed_flag(artifact) + [str(f) for f in artifact.parsed.data.get("flags", ())]
@@ -132,6 +162,8 @@ class Protocol:
             return refused
         if request.action in OPERATIONS:
             return self._exact(artifact, request, flags)
+        if not artifact.parsed.full_view and request.action != "full":  # an empty file or folder: say so
+            return self._preview(artifact, request, [*flags, "empty"])
         resolved = resolve(request.action, request.argument, request.slots, session)
         flags += resolved.flags
         if request.action == "scout" and not self._fits_natively(artifact, request):

@@ -13,14 +13,23 @@ same objective before it (:func:`episode_id`), never of how many other episodes 
 is part of the pack's text, so a counter would make the same question's pack differ in width (and, at
 the edge of the budget, in its passages) with what was asked before it on other files. ``number`` keeps
 the order episodes were opened in (pruning, listings).
+
+A pack is built at lookup (its size must be known) but charged when it is
+read: the changes a build makes are *staged* (:meth:`EpisodeStore.staging`)
+and applied by :meth:`EpisodeStore.commit` when the pack is delivered, if the
+artifact's episodes did not move on meanwhile (then the pack is built again).
+So a name nothing reads (``mkdir 'x@intent=...'``, a '/' in a question, a
+read that failed) opens and charges no episode.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,6 +136,30 @@ class Episode:
         )
 
 
+@dataclass(frozen=True)
+class Staged:
+    """The episodes one build changed or started, as it left them; applied when its pack is delivered."""
+
+    artifact: str
+    revision: int  # the artifact's episode revision the build started from
+    episodes: tuple[Episode, ...] = ()
+    current: str | None = None  # the artifact's current episode after the build
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What delivering a pack applies (sparsefs.protocol.access.Protocol.deliver): the episode changes its build
+    staged, and what the baseline remembers of the version it read (sparsefs.protocol.baseline)."""
+
+    rel: str
+    staged: Staged | None = None
+    delivered: Callable[[], None] = _nothing
+
+
 class EpisodeStore:
     """Thread-safe, bounded set of episodes with one open episode per artifact."""
 
@@ -137,6 +170,8 @@ class EpisodeStore:
         self._state = state
         self.lock = threading.RLock()
         self._next = 1 + (state.last_episode_number() if state else 0)
+        self._revision: dict[str, int] = {}  # artifact -> commits so far (a staged build applies to one)
+        self._staging: dict[str, list[str]] = {}  # artifact being built -> the episodes the build started
         if state is not None:
             self._restore(state)
 
@@ -187,11 +222,73 @@ class EpisodeStore:
             current = self._current(artifact)
             return current.fingerprint if current else None
 
+    @contextmanager
+    def staging(self, artifact: str) -> Iterator[list[Staged]]:
+        """Build a pack of ``artifact`` without charging it: what the build changes is handed out (one
+        :class:`Staged` in the yielded list) and the store is left as it was. The caller holds the artifact's
+        lock; other artifacts go on meanwhile."""
+        with self.lock:
+            revision = self._revision.get(artifact, 0)
+            current_id = self._open.get(artifact)
+            current = self._episodes.get(current_id) if current_id else None
+            before = copy.deepcopy(current)
+            self._staging[artifact] = []
+        out: list[Staged] = []
+        try:
+            yield out
+        finally:
+            with self.lock:
+                out.append(self._unstage(artifact, revision, current_id, before))
+
+    def _unstage(self, artifact: str, revision: int, current_id: str | None, before: Episode | None) -> Staged:
+        """Collect what the build changed, then put the store back as it was (lock held)."""
+        started = self._staging.pop(artifact)
+        after = self._episodes.get(current_id) if current_id else None
+        changed = [after] if after is not None and after != before else []
+        changed += [self._episodes[i] for i in started if i in self._episodes]
+        staged = Staged(artifact, revision, tuple(changed), self._open.get(artifact))
+        for episode_id in started:
+            self._episodes.pop(episode_id, None)
+        if before is not None and current_id is not None:
+            self._episodes[current_id] = before
+        if current_id is None:
+            self._open.pop(artifact, None)
+        else:
+            self._open[artifact] = current_id
+        return staged
+
+    def commit(self, staged: Staged) -> bool:
+        """Apply a staged build; False (nothing applied) when the artifact's episodes changed since it began."""
+        with self.lock:
+            if not staged.episodes:
+                return True
+            if self._revision.get(staged.artifact, 0) != staged.revision:
+                return False
+            self._revision[staged.artifact] = staged.revision + 1
+            for episode in staged.episodes:
+                self._episodes[episode.id] = episode
+                self._episodes.move_to_end(episode.id)
+            if staged.current is None:
+                self._open.pop(staged.artifact, None)
+            else:
+                self._open[staged.artifact] = staged.current
+            self._bound()
+        for episode in staged.episodes:
+            self.save(episode)
+        return True
+
+    def revision(self, artifact: str) -> int:
+        with self.lock:
+            return self._revision.get(artifact, 0)
+
     def save(self, episode: Episode) -> None:
-        """Persist the episode's record (a no-op without a state database)."""
+        """Persist the episode's record (a no-op without a state database, or while its build is staged:
+        the commit saves it)."""
         if self._state is None:
             return
         with self.lock:
+            if episode.artifact in self._staging:
+                return
             record, is_open = episode.to_record(), self._open.get(episode.artifact) == episode.id
         self._state.save_episode(record, is_open and not episode.closed)
 
@@ -222,11 +319,18 @@ class EpisodeStore:
         self._episodes[episode.id] = episode
         if open_:
             self._open[artifact] = episode.id
+        if artifact in self._staging:
+            self._staging[artifact].append(episode.id)
+        else:
+            self._bound()
+        return episode
+
+    def _bound(self) -> None:
+        """Forget the oldest episodes beyond the bound (lock held)."""
         while len(self._episodes) > self._max:
             _, dropped = self._episodes.popitem(last=False)
             if self._open.get(dropped.artifact) == dropped.id:
                 del self._open[dropped.artifact]
-        return episode
 
 
 def _continues(episode: Episode, fingerprint: str, action: str, objective: str) -> bool:

@@ -134,6 +134,7 @@ class ParsedStore:
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[Key, Parsed] | None] = queue.Queue(config.queue_size)
         self.loads = self.saves = self.dropped = self.corrupt = self.failures = 0
+        self._failing: set[str] = set()  # steps failing now (said once)
         self._writer = threading.Thread(target=self._run, name="sparsefs-store", daemon=True)
         self._writer.start()
 
@@ -348,12 +349,16 @@ class ParsedStore:
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """The writer thread outlives any failure (disk full, a locked or damaged database)."""
+        name = str(getattr(step, "__name__", None) or getattr(getattr(step, "func", None), "__name__", "a step"))
         try:
             step()
         except (sqlite3.Error, OSError) as err:
-            self.failures += 1
-            name = getattr(step, "__name__", None) or getattr(getattr(step, "func", None), "__name__", "a step")
-            log.warning("store: %s failed (%s); continuing without it", name, err)
+            self.failures += 1  # stats.json's not_saved (a full state disk: the mount serves from memory)
+            if name not in self._failing:  # said once per failing step, again after it worked
+                self._failing.add(name)
+                log.warning("store: %s failed (%s); continuing without it", name, err)
+            return
+        self._failing.discard(name)
 
     def _write(self, key: Key, parsed: Parsed) -> None:
         try:
@@ -361,6 +366,8 @@ class ParsedStore:
         except (serial.Unserializable, RecursionError, RuntimeError) as err:
             log.debug("store: not persisting %s (%s)", key, err)
             return
+        except OSError:
+            raise  # a full or read-only state disk: counted and said by _guarded
         except Exception as err:  # noqa: BLE001 - the writer thread must outlive any one write
             log.debug("store: write of %s failed: %r", key, err)
             return

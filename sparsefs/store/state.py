@@ -55,6 +55,7 @@ class StateDB:
         self.path = path
         self._lock = threading.Lock()
         self._reported: set[str] = set()
+        self.failed_writes = 0  # episodes, packs, settings not saved (a full disk): stats.json's not_saved
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = _open(path)
         self._prune_episodes()
@@ -106,6 +107,7 @@ class StateDB:
                 if self._pack_bytes > MAX_PACKS_TOTAL_BYTES:
                     self._prune_packs()
             except sqlite3.Error as err:
+                self.failed_writes += 1
                 self._failed("pack write", err)
 
     def get_pack(self, vpath: str, version: str) -> tuple[bytes, dict[str, Any] | None] | None:
@@ -143,6 +145,7 @@ class StateDB:
             try:
                 self._db.execute(sql, args)
             except sqlite3.Error as err:
+                self.failed_writes += 1
                 self._failed(f"{sql.split()[0].lower()} of state", err)
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
@@ -234,9 +237,12 @@ class StateLock:
             os.close(fd)
             raise StateDirBusy(f"the state directory {self.path.parent} is in use by another SparseFS mount "
                                f"(pid {holder}); give this mount its own --state-dir") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
+        try:  # who holds it, for messages; a full state disk must not stop the mount (nor leak the held lock)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as err:
+            log.warning("cannot write the pid into %s (%s)", self.path, err.strerror or err)
 
     def release(self) -> None:
         if self._fd >= 0:

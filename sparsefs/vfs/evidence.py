@@ -1,15 +1,19 @@
 """Virtual paths: resolve a name to a frozen EvidencePack, remember it, account for it.
 
 A pack is built at lookup (its exact size must be known before the first
-read), frozen per (virtual path, artifact version), and counted in the stats
-and log when it is first opened for reading, so a bare ``stat`` does not
-inflate the exposure numbers. Building takes a per-artifact lock: a slow parse
-of one file never delays evidence reads of another, and plain I/O never waits.
+read), frozen per (virtual path, artifact version), and charged (its episode
+changes applied: sparsefs.protocol.episodes), counted in the stats and log and
+saved for remounts when it is first opened for reading, so a bare ``stat``, a
+``mkdir`` of the name or a '/' in a question charges and counts nothing. If the
+artifact's episodes moved on between lookup and open, the pack is built again
+at open. Building takes a per-artifact lock: a slow parse of one file never
+delays evidence reads of another, and plain I/O never waits.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -28,6 +32,7 @@ from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
 from sparsefs.vfs.virtual import VirtualFile, VirtualMemo
 
+_REBUILDS = 5  # builds at open when another pack of the artifact was charged in between
 MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
 _LOCK_STRIPES = 64
 SESSION_ACTIONS = named(session=Session.FILLS) | named(session=Session.RERANKS)  # readers.actions: it fills or re-ranks
@@ -46,7 +51,7 @@ class EvidenceFiles:
         self.stats = stats
         self.memo = VirtualMemo()
         self.invalidate_kernel = invalidate
-        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._locks = [threading.RLock() for _ in range(_LOCK_STRIPES)]  # a delivery may build again
         self._delivered: dict[str, str] = {}
         self._delivered_lock = threading.Lock()
         self._sizes_handed_out: set[str] = set()
@@ -75,21 +80,33 @@ class EvidenceFiles:
 
     def open(self, rel: str) -> VirtualFile:
         """The content to serve; if it is not what the kernel last sized, make it ask again."""
-        virtual = self.lookup(rel)
+        virtual = self._deliver(self.lookup(rel))
         if self._handed.get(rel) != (virtual.version, virtual.attrs["st_size"]):
             self.invalidate_kernel("/" + rel)  # fstat on this handle then reports its own size
-        self._deliver(virtual)
         return virtual
 
-    def _deliver(self, virtual: VirtualFile) -> None:
-        """Count a pack in stats and log the first time its content is opened."""
+    def _deliver(self, virtual: VirtualFile) -> VirtualFile:
+        """The first open of a pack's content charges it, counts it in stats and the log, and saves it."""
         if virtual.log_entry is None:
-            return
-        with self._delivered_lock:
-            if self._delivered.get(virtual.rel) == virtual.version:
-                return
-            self._delivered[virtual.rel] = virtual.version
-        self.stats.record_pack(virtual.log_entry)
+            return virtual
+        with self._lock_for(virtual.base_rel):
+            for _ in range(_REBUILDS):
+                with self._delivered_lock:
+                    if self._delivered.get(virtual.rel) == virtual.version:
+                        return virtual
+                if virtual.deliver is None or virtual.deliver():
+                    break
+                self.memo.discard(virtual.rel)  # its episode moved on since the lookup: build it afresh
+                virtual = self.lookup(virtual.rel)
+            else:
+                raise OSError(errno.EAGAIN, "the artifact's episodes keep changing; try again")
+            with self._delivered_lock:
+                self._delivered[virtual.rel] = virtual.version
+            if virtual.log_entry is not None:
+                self.stats.record_pack(virtual.log_entry)
+            if self.state is not None and virtual.log_entry is not None and virtual.saved:
+                self.state.put_pack(virtual.rel, virtual.version, virtual.content, virtual.log_entry)
+        return virtual
 
     def source_changed(self, rel: str) -> None:
         """``rel`` may have changed: the kernel must ask again for its packs' sizes.
@@ -125,15 +142,15 @@ class EvidenceFiles:
         cached = self.memo.get(rel, version) or self._persisted(rel, base_rel, version)
         if cached is not None:
             return cached
-        served = self.protocol.serve(base_rel, request, text)
+        served = self.protocol.serve(base_rel, request, text, deferred=True)
         content = served.content
         version = (served.version or version.removesuffix(session)) + session
         virtual = VirtualFile.generated(
-            rel, base_rel, version, self._key_stat(base_rel), content, _log_entry(rel, served)
+            rel, base_rel, version, self._key_stat(base_rel), content, _log_entry(rel, served),
+            deliver=functools.partial(self.protocol.deliver, served.delivery),
+            saved=served.pack.decision != "error",
         )
         self.memo.put(virtual)
-        if self.state is not None and served.pack.decision != "error":
-            self.state.put_pack(rel, version, content, virtual.log_entry)
         return virtual
 
     def _persisted(self, rel: str, base_rel: str, version: str) -> VirtualFile | None:
@@ -166,7 +183,7 @@ class EvidenceFiles:
         entry = _log_entry(rel, served) | {"artifact": display_name(_join(parent, base))}
         return VirtualFile.generated(rel, "", "", self.root.lstat(parent), served.content, entry)
 
-    def _lock_for(self, base_rel: str) -> threading.Lock:
+    def _lock_for(self, base_rel: str) -> threading.RLock:
         stripe = xxhash.xxh32_intdigest(base_rel.encode("utf-8", "surrogateescape")) % _LOCK_STRIPES
         return self._locks[stripe]
 
@@ -237,6 +254,7 @@ def _log_entry(rel: str, served: Served) -> dict[str, Any]:
         "artifact_chars": pack.exposure.artifact_chars,
         "E": pack.exposure.episode_exposed, "L": served.full_view_chars, "decision": pack.decision,
         "episode": pack.episode, "fingerprint": pack.fingerprint,
+        "reads": [read.as_log() for read in served.reads],  # what a person would have read (store.savings)
         # what people read in the log rather than the agent in the pack: how it was chosen, how sure
         "configuration": pack.configuration, "coverage": [[c.status, c.confidence] for c in pack.coverage],
     }

@@ -12,6 +12,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,13 +50,17 @@ class VirtualFile:
     content: bytes = b""
     raw_rel: str | None = None
     log_entry: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    # charges the pack when it is first read (sparsefs.protocol.access.Protocol.deliver); False: build it again
+    deliver: Callable[[], bool] | None = field(default=None, hash=False, compare=False)
+    saved: bool = False  # kept for remounts once delivered (state.sqlite's packs)
 
     @classmethod
     def generated(
         cls, rel: str, base_rel: str, version: str, st: os.stat_result, content: bytes,
-        log_entry: dict[str, Any] | None = None,
+        log_entry: dict[str, Any] | None = None, deliver: Callable[[], bool] | None = None, saved: bool = False,
     ) -> VirtualFile:
-        return cls(rel, base_rel, version, _attrs(rel, st, len(content)), content, log_entry=log_entry)
+        return cls(rel, base_rel, version, _attrs(rel, st, len(content)), content, log_entry=log_entry,
+                   deliver=deliver, saved=saved)
 
     @classmethod
     def raw(cls, rel: str, base_rel: str, st: os.stat_result) -> VirtualFile:
@@ -91,6 +96,10 @@ class VirtualMemo:
             self._bytes += len(virtual.content)
             while self._bytes > self._max and len(self._files) > 1:
                 self._drop(next(iter(self._files)))
+
+    def discard(self, rel: str) -> None:
+        with self._lock:
+            self._drop(rel)
 
     def paths(self) -> list[str]:
         with self._lock:

@@ -24,6 +24,7 @@ from sparsefs.fuse.libfuse.links import Key, LinkNames
 from sparsefs.fuse.mounts import find_mount
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, relative, utimens_path
 from sparsefs.vfs.binding import LateBinding
+from sparsefs.vfs.control import CONTROL_DIR
 from sparsefs.vfs.core import Core
 
 log = logging.getLogger("sparsefs.fuse")
@@ -44,6 +45,7 @@ MOUNT_OPTIONS: dict[str, Any] = {
 
 
 _LOOP_ENDED_BY_SIGNAL = 8
+_CONTROL = f"/{CONTROL_DIR}/"
 FUSE_CAP_PARALLEL_DIROPS = 1 << 18  # libfuse3 fuse_common.h
 
 
@@ -134,9 +136,17 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             # An open that found the old file just before a rename replaced it, arriving after its last
             # close let it go: ESTALE makes the kernel walk the name again, as the kernel backend does.
             raise OSError(errno.ESTALE, "replaced while being opened")
+        control = path.startswith(_CONTROL)
+        if control:
+            # A control file serves the snapshot its last stat took; libfuse's 5 s attribute timeout let the
+            # kernel skip that stat, so stats.json read 5 s old numbers: take a fresh one, and drop the cached
+            # size so fstat on this handle asks (and gets this snapshot's).
+            self.core.getattr(path)
         result = self.core.guard_open(path, fi.flags) or self.core.open(path, fi.flags)
         fi.fh, fi.direct_io = result.fh, int(result.direct_io)
         fi.keep_cache = 0 if result.direct_io else 1
+        if control:
+            self.invalidate_path(path)
         return 0
 
     def _give_to_caller(self, path: str) -> None:
