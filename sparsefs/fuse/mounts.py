@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 FSTYPE = "fuse.sparsefs"
+LIVE, DEAD, SILENT = "live", "dead", "silent"
+PROBE_S = 5.0  # how long a mount may take to answer one stat before it counts as silent (busy or hung)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -46,13 +52,45 @@ def is_sparsefs_mount(mountpoint: str | Path) -> bool:
     return entry is not None and entry.fstype == FSTYPE
 
 
-def is_stale(mountpoint: str | Path) -> bool:
-    """Mounted but the daemon is gone (ENOTCONN)."""
-    try:
-        os.stat(mountpoint)
-    except OSError as err:
-        return err.errno == 107
-    return False
+def is_stale(mountpoint: str | Path, timeout: float = PROBE_S) -> bool:
+    """Mounted but the daemon is gone (ENOTCONN). A mount that does not answer in time is not stale."""
+    return probe(mountpoint, timeout) == DEAD
+
+
+def probe(mountpoint: str | Path, timeout: float = PROBE_S) -> str:
+    """``LIVE`` (the filesystem answers), ``DEAD`` (ENOTCONN: its daemon is gone) or ``SILENT`` (no answer
+    within ``timeout``: busy or hung, which is never taken for dead)."""
+
+    def ask() -> str:
+        try:
+            os.stat(mountpoint)
+        except OSError as err:
+            return DEAD if err.errno == errno.ENOTCONN else LIVE
+        return LIVE
+
+    return within(ask, timeout) or SILENT
+
+
+def within(call: Callable[[], T], timeout: float) -> T | None:
+    """``call()``'s result, or None when it has not returned within ``timeout`` (its exception is raised).
+
+    It runs on a daemon thread so a hung FUSE daemon cannot hang the caller; a thread left waiting is freed
+    when the request is answered or when this process exits."""
+    results: list[T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(call())
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread, raised there
+            errors.append(err)
+
+    thread = threading.Thread(target=run, name="sparsefs-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if errors:
+        raise errors[0]
+    return results[0] if results else None
 
 
 def wait_ready(mountpoint: str | Path, timeout: float, alive: Callable[[], bool] = lambda: True,
