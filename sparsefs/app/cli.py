@@ -167,18 +167,45 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if not mounts.find_mount(mountpoint):
         print(f"sparsefs: {mountpoint} is not mounted", file=sys.stderr)
         return 1
-    pid = None if mounts.is_stale(mountpoint) else mounts.daemon_pid(mountpoint)
+    pid = _daemon_of(mountpoint)
     try:
         mounts.unmount(mountpoint, lazy=args.lazy)
     except RuntimeError as err:
         print(f"sparsefs: unmount failed: {err} (files still open? try: sparsefs umount -z {mountpoint})",
               file=sys.stderr)
         return 1
-    if pid is not None and not mounts.wait_exit(pid, 10.0):
-        print(f"sparsefs: unmounted, but daemon {pid} has not exited yet", file=sys.stderr)
+    if pid is not None and not _wait_daemon(pid):
         return 1
     print(f"unmounted {mountpoint}")
     return 0
+
+
+def _daemon_of(mountpoint: str) -> int | None:
+    """The pid a live mount's daemon publishes in ``.sparsefs/ready`` (None for a dead or silent mount: a read
+    would hang on a silent one)."""
+    if mounts.probe(mountpoint) != mounts.LIVE:
+        return None
+    return mounts.within(lambda: mounts.daemon_pid(mountpoint), mounts.PROBE_S)
+
+
+def _wait_daemon(pid: int) -> bool:
+    """Wait for the daemon to exit as long as it is making progress (freeing memory, saving indexes)."""
+    notes: list[str] = []
+
+    def waiting(now: mounts.Progress) -> None:
+        if not notes:
+            notes.append("said")
+            print(f"sparsefs: unmounted; waiting for daemon {pid} to finish (RSS {now.rss_mib} MiB)",
+                  file=sys.stderr)
+
+    outcome = mounts.wait_exit_while_busy(pid, waiting=waiting)
+    if outcome == "stalled":
+        print(f"sparsefs: unmounted, but daemon {pid} has not exited and made no progress for "
+              f"{mounts.STALL_S:g} s (kill it: kill {pid})", file=sys.stderr)
+    elif outcome == "bounded":
+        print(f"sparsefs: unmounted, but daemon {pid} is still busy after {mounts.EXIT_BOUND_S:g} s",
+              file=sys.stderr)
+    return outcome == "exited"
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:

@@ -13,8 +13,7 @@ from sparsefs.app import compose
 from sparsefs.app.compose import default_state_dir
 from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.app.sdnotify import Readiness
-from sparsefs.fuse import backends
-from sparsefs.fuse import mounts
+from sparsefs.fuse import backends, mounts
 from sparsefs.fuse.mounts import find_mount, unmount
 from sparsefs.guard.policy import DEFAULT_THRESHOLD, GuardConfig
 from sparsefs.source.rootfs import SourceRoot
