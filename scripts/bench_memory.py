@@ -8,7 +8,10 @@ the kernel's high-water mark (VmHWM), the parsed-artifact budget the daemon repo
 umount time.
 
 Usage:
-  .venv/bin/python scripts/bench_memory.py [--backend kernel] [--memory-mb N] [--passes 1] [--json out.json]
+  .venv/bin/python scripts/bench_memory.py [--backend kernel] [--memory-mb N] [--passes 1] [--only hostile|data]
+      [--json out.json]
+  Run it with another checkout's interpreter to measure that checkout's daemon (mountutil starts the daemon
+  with ``sys.executable``); leave --memory-mb out for a daemon that has no such option.
 """
 
 from __future__ import annotations
@@ -35,16 +38,19 @@ DATA = ROOT.parent.parent / "shared" / "data" if (ROOT.parent.parent / "shared")
 SUFFIXES = ("@intent=revenue growth 2023 risk", "@scout", "@full", "@count")
 
 
-def build_corpus(base: Path) -> Path:
+def build_corpus(base: Path, parts: tuple[str, ...] = ("hostile", "data")) -> Path:
     """hostile/ (generated as the test does) and data/ (hard links to the shared data: no copy)."""
     src = base / "src"
-    hostile = src / "hostile"
-    hostile.mkdir(parents=True)
-    for name in COMMITTED:
-        shutil.copy(HOSTILE / name, hostile / name)
-    for name, make in GENERATED.items():
-        make(hostile / name)
-    subprocess.run(["cp", "-al", str(DATA), str(src / "data")], check=True, timeout=120)
+    src.mkdir(parents=True)
+    if "hostile" in parts:
+        hostile = src / "hostile"
+        hostile.mkdir()
+        for name in COMMITTED:
+            shutil.copy(HOSTILE / name, hostile / name)
+        for name, make in GENERATED.items():
+            make(hostile / name)
+    if "data" in parts:
+        subprocess.run(["cp", "-al", str(DATA), str(src / "data")], check=True, timeout=120)
     return src
 
 
@@ -91,10 +97,10 @@ def read_all(mnt: Path, src: Path) -> tuple[int, float]:
     return reads, time.monotonic() - started
 
 
-def run(backend: str, memory_mb: int | None, passes: int) -> dict[str, Any]:
+def run(backend: str, memory_mb: int | None, passes: int, parts: tuple[str, ...]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as base_name:
         base = Path(base_name)
-        src = build_corpus(base)
+        src = build_corpus(base, parts)
         mnt = base / "mnt"
         mnt.mkdir()
         extra = ["--memory-mb", str(memory_mb)] if memory_mb else []
@@ -135,9 +141,10 @@ def main() -> int:
     parser.add_argument("--backend", default="kernel")
     parser.add_argument("--memory-mb", type=int, default=None, help="the daemon's --memory-mb (default: its own)")
     parser.add_argument("--passes", type=int, default=1)
+    parser.add_argument("--only", choices=("hostile", "data"), help="one half of the corpus")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args()
-    result = run(args.backend, args.memory_mb, args.passes)
+    result = run(args.backend, args.memory_mb, args.passes, (args.only,) if args.only else ("hostile", "data"))
     text = json.dumps(result, indent=1)
     print(text)
     if args.json:

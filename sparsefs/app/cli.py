@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--session-intent", metavar="TEXT",
                        help="the session's standing objective; fills in what an access intent leaves out "
                             "(change it later by writing .sparsefs/session)")
+    mount.add_argument("--memory-mb", type=int, default=None, metavar="MB",
+                       help="the daemon's memory cap: parsed artifacts and packs beyond it are served from the "
+                            "state directory (default $SPARSEFS_MEMORY_MB, else min(1024, max(512, RAM/8)); "
+                            "docs/SEMANTICS.md, 'Memory')")
     _guard_arguments(mount)
     cli_tools.add_cache_option(mount)
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -79,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
     plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
-                               session_intent=args.session_intent, cache=check_cache(args.cache))
+                               session_intent=args.session_intent, cache=check_cache(args.cache),
+                               memory_mb=args.memory_mb)
     plan = _guard_plan(args, plan)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
@@ -94,6 +99,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
                "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
     command += ["--spin-us", str(plan.spin_us)] if plan.spin_us is not None else []
     command += ["--session-intent", plan.session_intent] if plan.session_intent is not None else []
+    command += ["--memory-mb", str(plan.memory_mb)] if plan.memory_mb is not None else []
     command += [f"--guard-pid={pid}" for pid in plan.guard_pids] + [f"--guard-threshold={plan.guard_threshold}"]
     command += [f"--guard-comm={','.join(plan.guard_comms)}"] if plan.guard_comms else []
     command += [f"--guard-kinds={','.join(plan.guard_kinds)}"] if plan.guard_kinds else []

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import xxhash
 
+from sparsefs.artifacts import memory
 from sparsefs.artifacts.bounded import Bounds
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.guard.policy import Guard, GuardConfig
@@ -85,7 +86,18 @@ def build_core(
     state = _open_state(state_dir)
     protocol = Protocol(artifacts, state=state, session=persisted_session(state, session_intent))
     guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
-    return Core(root, stats, protocol, state, guard=guarding, binding=binding)
+    core = Core(root, stats, protocol, state, guard=guarding, binding=binding)
+    stats.sections["memory"] = lambda: memory_state(core)
+    return core
+
+
+def memory_state(core: Core) -> dict[str, object]:
+    """stats.json's "memory": the cap, this process's resident memory, and what the cap's shares hold."""
+    cap = memory.process_cap()
+    packs, packs_bound = core.evidence.memo.held()
+    return {"cap_mib": cap.cap_mb, "rss_mib": memory.resident_bytes() >> 20, **core.artifacts.memory_state(),
+            "packs_mib": packs >> 20, "packs_budget_mib": packs_bound >> 20, "trims": memory.trims(),
+            "set_by": memory.source()}
 
 
 def close_core(core: Core, keep_artifacts: bool = False) -> None:

@@ -13,6 +13,7 @@ from sparsefs.app import compose
 from sparsefs.app.compose import default_state_dir
 from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.app.sdnotify import Readiness
+from sparsefs.artifacts import memory
 from sparsefs.fuse import backends, mounts
 from sparsefs.fuse.mounts import find_mount, unmount
 from sparsefs.guard.policy import DEFAULT_THRESHOLD, GuardConfig
@@ -45,6 +46,7 @@ class MountPlan:
     guard_threshold: int = DEFAULT_THRESHOLD  # full-view characters above which a guarded plain read is carded
     guard_kinds: tuple[str, ...] = ()  # guard kind names (readers.registry); () means all
     cache: str | None = None  # --cache URL: the shared tier under the parsed store (sparsefs.store.shared)
+    memory_mb: int | None = None  # --memory-mb: the daemon's memory cap (None: $SPARSEFS_MEMORY_MB or default)
 
     @property
     def in_place(self) -> bool:
@@ -164,6 +166,9 @@ def _recover_stale(mnt: Path) -> None:
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
     serve = backends.server(plan.backend, plan.readers, plan.spin_us)
+    memory.tune_allocator()  # before the serving threads exist: each could otherwise get an arena of its own
+    cap = memory.set_process_cap(plan.memory_mb)
+    log.info("memory cap %d MiB (%s)", cap.cap_mb, memory.source())
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     lock = StateLock(plan.state_dir)
     try:
