@@ -128,14 +128,15 @@ class Mounted:
 
 def mount(
     root: SourceRoot, state_dir: Path, backend: str, mountpoint: str, *, session_intent: str | None = None,
-    guard: GuardConfig | None = None, watch: str | None = None, cache: str | None = None,
+    guard: GuardConfig | None = None, watch: str | None = None, cache: str | None = None, source: str = "",
 ) -> Mounted:
     """A mount's Core with a late binding for ``backend``, watching ``watch`` (a path to the source tree;
-    None: ``--no-watch``, source changes are checked on each open), over the shared ``cache`` if given."""
+    None: ``--no-watch``, source changes are checked on each open), over the shared ``cache`` if given.
+    ``source``: the source's path, whose filesystem and the mounts under it decide what watching can see."""
     binding = LateBinding()  # the backend attaches once it speaks to the kernel
     core = build_core(root, state_dir, backend, session_intent, guard=guard, mountpoint=mountpoint, binding=binding,
                       cache=cache)
-    freshness = watch_source(core, watch or "", enabled=watch is not None)
+    freshness = watch_source(core, watch or "", enabled=watch is not None, source=source)
     return Mounted(core, binding, freshness)
 
 

@@ -180,7 +180,8 @@ def run(plan: MountPlan) -> int:
                                          str(plan.state_dir)))
     mounted = compose.mount(root, plan.state_dir, plan.backend, str(plan.mountpoint),
                             session_intent=plan.session_intent, guard=_guard_config(plan),
-                            watch=_watch_path(plan, root) if plan.watch else None, cache=plan.cache)
+                            watch=_watch_path(plan, root) if plan.watch else None, cache=plan.cache,
+                            source=str(plan.source))
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
     readiness = Readiness(mounted.binding, plan.backend)  # Type=notify: READY=1 once the mount answers

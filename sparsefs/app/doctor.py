@@ -186,10 +186,14 @@ def _watcher_check(name: str, watcher: dict[str, Any]) -> Check:
     mode, reason = watcher.get("mode"), str(watcher.get("reason") or "")
     limit = watcher.get("max_user_watches")
     if mode == "inotify":
+        remote = "; " + reason if watcher.get("checked_on_access") else ""
         return Check(name, True, f"source changes watched by inotify ({watcher.get('watches')} directories, "
-                     f"max_user_watches={limit})", required=False)
+                     f"max_user_watches={limit}){remote}", required=False)
     if mode == "on-access" and reason.startswith("--no-watch"):
         return Check(name, True, "source changes checked on each open (--no-watch)", required=False)
+    if mode == "on-access" and reason.startswith("the source is on"):
+        return Check(name, True, f"source changes checked on each open: {reason}; a bare stat may lag up to 5 s "
+                     "(docs/SEMANTICS.md, 'Sources inotify cannot see')", required=False)
     if mode == "on-access":
         return Check(name, False, f"source changes checked on each open, not watched: {reason}{_needs(watcher)}",
                      _fix_for(reason, watcher), required=False)
@@ -203,6 +207,8 @@ def _needs(watcher: dict[str, Any]) -> str:
 
 
 def _fix_for(reason: str, watcher: dict[str, Any]) -> str:
+    if "SPARSEFS_MAX_WATCHES=" in reason:
+        return "raise SPARSEFS_MAX_WATCHES in the daemon's environment (or unset it), then remount"
     if "max_user_instances" in reason:
         setting = "fs.inotify.max_user_instances=1024"
     elif "max_queued_events" in reason:
