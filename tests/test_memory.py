@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sparsefs.app import doctor
 from sparsefs.artifacts import memory
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.artifacts.memory import MemoryCap, footprint
@@ -115,3 +116,10 @@ def test_packs_have_their_share(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(memory, "_process", memory._Process(MemoryCap(1024)))
     assert VirtualMemo().held() == (0, MemoryCap(1024).packs_bytes)
+
+
+def test_doctor_shows_memory_against_the_cap() -> None:
+    under = doctor.memory_check("m", {"rss_mib": 600, "cap_mib": 1024, "set_by": "default", "parsed_mib": 100,
+                                      "parsed_budget_mib": 288, "evictions": 3})
+    assert under.ok and "600 MiB resident of a 1024 MiB cap (default)" in under.detail
+    assert not doctor.memory_check("m", {"rss_mib": 1100, "cap_mib": 1024}).ok

@@ -96,3 +96,4 @@ def test_doctor_says_which_mode_and_why() -> None:
         "inotify watch limit reached: SPARSEFS_MAX_WATCHES=1 (this daemon's own share of "
         "fs.inotify.max_user_watches=8192), 1 directories watched, could not watch 'a'")})
     assert not capped.ok and "raise SPARSEFS_MAX_WATCHES" in capped.fix
+

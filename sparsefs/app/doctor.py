@@ -159,11 +159,23 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
     for mnt in mounted:
         stats: dict[str, Any] = {}
         checks.append(check_mount(mnt, timeout_s, into=stats))
+        if isinstance(stats.get("memory"), dict):
+            checks.append(memory_check(f"mount {mnt}", stats["memory"]))
         if isinstance(stats.get("shared_cache"), dict):
             from sparsefs.app.doctor_cache import mount_cache_check  # it builds on Check, defined here
 
             checks.append(mount_cache_check(f"mount {mnt}", stats["shared_cache"]))
     return checks
+
+
+def memory_check(name: str, memory: dict[str, Any]) -> Check:
+    """The daemon's resident memory against its cap (docs/SEMANTICS.md, "Memory")."""
+    rss, cap = memory.get("rss_mib", 0), memory.get("cap_mib", 0)
+    detail = (f"memory {rss} MiB resident of a {cap} MiB cap ({memory.get('set_by')}); parses held "
+              f"{memory.get('parsed_mib')} of {memory.get('parsed_budget_mib')} MiB, {memory.get('evictions')} "
+              "evicted to the parsed store")
+    return Check(name, rss < cap, detail, "" if rss < cap else "raise it: sparsefs mount --memory-mb N (or "
+                 "SPARSEFS_MEMORY_MB=N), then remount", required=False)
 
 
 def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S, into: dict[str, Any] | None = None) -> Check:
