@@ -93,11 +93,12 @@ def test_room_for_parses_follows_resident_memory_only_when_governed(monkeypatch:
     monkeypatch.setattr(memory, "resident_bytes", lambda: 900 << 20)
     assert memory.room_for_parses(100 << 20) is None  # a library user's process: only the fixed share
     memory._process.governed = True
-    cap = MemoryCap(1024)
-    assert memory.room_for_parses(100 << 20) == cap.cap_bytes - cap.headroom_bytes - (800 << 20) > 0
+    assert memory.room_for_parses(100 << 20) == (1024 - memory.MARGIN_MB - 800) << 20
+    assert memory.room_for_parses(100 << 20, coming=10 << 20) == (1024 - memory.MARGIN_MB - 800 - 80) << 20
+    monkeypatch.setattr(memory, "resident_bytes", lambda: 1100 << 20)
     assert memory.room_for_parses(0) == 0  # everything else already fills the cap: keep only the newest
-    monkeypatch.setattr(memory, "resident_bytes", lambda: 500 << 20)
-    assert memory.room_for_parses(100 << 20) is None  # far below the cap: nothing to correct
+    huge = memory.transient(1 << 30)  # a parse result is bounded: so is what reading it back holds
+    assert huge == 3 * MemoryCap(1024).result_bytes
 
 
 def test_an_eviction_hands_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:

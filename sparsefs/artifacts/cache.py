@@ -405,10 +405,11 @@ class ArtifactCache:
         self._let_go(dropped)
 
     def _make_room(self, size: int) -> None:
-        """Before a parse or a load of ``size`` source bytes: evict for four times that (parses measured 1.5-10x
-        their bytes, 4.4x for a 15 MB JSONL), so the old parses and the new one are never all resident at once."""
+        """Before a parse or a load of ``size`` source bytes: evict for it (its share: four times that, parses
+        measured 1.5-10x their bytes; its peak while read back: ``memory.transient``), so the old parses and
+        the new one are never all resident at once."""
         with self._lock:
-            dropped = self._evict(incoming=min(4 * size, self.max_parsed_bytes // 2))
+            dropped = self._evict(coming=size)
         self._let_go(dropped)
 
     def _remeasure(self, cache_key: tuple[str, str], parsed: Parsed) -> None:
@@ -424,12 +425,13 @@ class ArtifactCache:
             dropped = self._evict()
         self._let_go(dropped)
 
-    def _evict(self, incoming: int = 0) -> list[tuple[Parsed, int]]:
-        """With the lock held: least recently used out until both bounds hold with room for ``incoming`` more
-        bytes (the newest always stays); each evicted parse with its estimated footprint."""
+    def _evict(self, coming: int = 0) -> list[tuple[Parsed, int]]:
+        """With the lock held: least recently used out until both bounds hold, with room for the parse of
+        ``coming`` source bytes (the newest always stays); each evicted parse with its estimated footprint."""
         dropped = []
-        room = memory.room_for_parses(self._sizes.total)  # once per pass: RSS drops only after a trim
-        bound = min(self.max_parsed_bytes, room if room is not None else self.max_parsed_bytes) - incoming
+        room = memory.room_for_parses(self._sizes.total, coming)  # once per pass: RSS drops only after a trim
+        share = self.max_parsed_bytes - min(4 * coming, self.max_parsed_bytes // 2)
+        bound = min(share, room) if room is not None else share
         while (self._parsed_chars > self.max_parsed_chars or self._sizes.total > bound) and len(self._parsed) > 1:
             key, parsed = self._parsed.popitem(last=False)
             self._parsed_chars -= len(parsed.full_view)

@@ -44,6 +44,7 @@ PARSED_SHARE, PACKS_SHARE = 0.50, 0.125  # of the cap beyond the reserve; the re
 SAMPLE = 48  # items of a large container whose sizes are measured; the rest are taken to be alike
 MAX_DEPTH = 12
 TRIM_EVERY_S = 1.0
+MARGIN_MB = 48  # kept free under the cap beside the parses: a pack being built, a log line, a trim's lag
 _M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8
 
 
@@ -141,19 +142,24 @@ def source() -> str:
         return _process.source
 
 
-def room_for_parses(held: int) -> int | None:
-    """What parsed artifacts may hold now, when memory is governed and resident memory is near the cap (None:
-    only the fixed share applies): the cap, less one request's headroom, less everything else resident (RSS
-    less the ``held`` estimate). It corrects what the estimates and the reserve get wrong — the dense
-    warm-up's buffers, allocator slack — from what the kernel counts."""
+def room_for_parses(held: int, coming: int = 0) -> int | None:
+    """What parsed artifacts may hold now, by what the kernel counts (None: memory is not governed, only the
+    fixed share applies): the cap, less :data:`MARGIN_MB`, less what a parse of ``coming`` source bytes about
+    to be read back will hold meanwhile (:func:`transient`), less everything else resident (RSS less the
+    ``held`` estimate). It corrects what the estimates and the reserve get wrong — the dense warm-up's
+    buffers, allocator slack, a parse result being unpickled — from the daemon's own RSS."""
     cap = process_cap()
     with _cap_lock:
         if not _process.governed:
             return None
-    resident = resident_bytes()
-    if resident < cap.cap_bytes - cap.headroom_bytes:
-        return None
-    return max(0, cap.cap_bytes - cap.headroom_bytes - (resident - held))
+    other = resident_bytes() - held
+    return max(0, cap.cap_bytes - (MARGIN_MB << 20) - transient(coming) - other)
+
+
+def transient(size: int) -> int:
+    """What reading back the parse of ``size`` source bytes holds at its peak: the pickled result and its
+    objects (parses measured 1.5-10x their bytes; 130 MiB of RSS for a 15 MB JSONL), at most three results."""
+    return min(8 * size, 3 * process_cap().result_bytes)
 
 
 def footprint(value: Any) -> int:
