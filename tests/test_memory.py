@@ -94,10 +94,12 @@ def test_room_for_parses_follows_resident_memory_only_when_governed(monkeypatch:
     assert memory.room_for_parses(100 << 20) is None  # a library user's process: only the fixed share
     memory._process.governed = True
     assert memory.room_for_parses(100 << 20) == (1024 - memory.MARGIN_MB - 800) << 20
-    assert memory.room_for_parses(100 << 20, coming=10 << 20) == (1024 - memory.MARGIN_MB - 800 - 80) << 20
+    assert memory.room_for_parses(100 << 20, working=80 << 20) == (1024 - memory.MARGIN_MB - 800 - 80) << 20
     monkeypatch.setattr(memory, "resident_bytes", lambda: 1100 << 20)
     assert memory.room_for_parses(0) == 0  # everything else already fills the cap: keep only the newest
-    huge = memory.transient(1 << 30)  # a parse result is bounded: so is what reading it back holds
+    assert memory.working_set(10 << 20, parsed=False) == 120 << 20
+    assert memory.working_set(10 << 20, parsed=True) == 60 << 20
+    huge = memory.working_set(1 << 30, parsed=False)  # a parse result is bounded: so is what reading it holds
     assert huge == 3 * MemoryCap(1024).result_bytes
 
 

@@ -1,16 +1,14 @@
 """Fingerprints and parsed artifacts, cached per artifact version.
 
-The fingerprint is xxh3-128 of the content, remembered by (device, inode, size,
-mtime_ns) so an unchanged file is never hashed twice. Parsed artifacts (full
-view plus Reader indexes) are cached by fingerprint in a bounded LRU.
+The fingerprint is xxh3-128 of the content, remembered by (device, inode, size, mtime_ns) so an unchanged file
+is never hashed twice. Parsed artifacts (full view plus Reader indexes) are cached by fingerprint in an LRU
+bounded by their estimated footprint within the daemon's memory cap (``sparsefs.artifacts.memory``).
 
-With a :class:`~sparsefs.store.parsed.ParsedStore` both survive a remount:
-a fingerprint missing from memory is looked up on disk by the full stat key
-(with ctime) before hashing, and a parse missing from memory is loaded from
-the store before parsing (``disk_loads`` counts those, ``parses`` the real
-parses). A fingerprint taken while the file was racy (mtime within 2 s of the
-hash) is kept in memory only and re-verified once the file has aged, so it
-can be persisted safely. Without a store the behaviour is memory-only.
+With a :class:`~sparsefs.store.parsed.ParsedStore` both survive a remount (and an eviction): a fingerprint
+missing from memory is looked up on disk by the full stat key (with ctime) before hashing, and a parse
+missing from memory is loaded from the store before parsing (``disk_loads`` counts those, ``parses`` the real
+parses). A fingerprint taken while the file was racy (mtime within 2 s of the hash) is kept in memory only
+and re-verified once the file has aged, so it can be persisted safely. Without a store: memory only.
 """
 
 from __future__ import annotations
@@ -237,6 +235,7 @@ class ArtifactCache:
         if self.store is not None:
             self.store.note_use(*cache_key, parsed)
         self._remeasure(cache_key, parsed)
+        self._make_room(len(parsed.full_view), parsed=True)
         return Artifact(rel, fingerprint, key, reader, parsed)
 
     def _build(self, rel: str, st: os.stat_result, data: bytes, fresh: bool) -> Artifact:
@@ -292,10 +291,9 @@ class ArtifactCache:
 
     def _take_dirty(self, rel: str) -> bool:
         with self._lock:
-            if rel in self._dirty:
-                self._dirty.discard(rel)
-                return True
-            return False
+            dirty = rel in self._dirty
+            self._dirty.discard(rel)
+            return dirty
 
     def _recheck(self, st: os.stat_result) -> bool:
         """A racy fingerprint of a file that has aged since: hash once more, then persist it."""
@@ -344,6 +342,7 @@ class ArtifactCache:
                     self._parsed.move_to_end(cache_key)
             if hit is not None:
                 self._remeasure(cache_key, hit)
+                self._make_room(len(hit.full_view), parsed=True)
                 return hit
             self._make_room(len(data))
             stored = self.store.load(*cache_key, content=data) if self.store is not None else None
@@ -404,12 +403,12 @@ class ArtifactCache:
             dropped = self._evict()
         self._let_go(dropped)
 
-    def _make_room(self, size: int) -> None:
-        """Before a parse or a load of ``size`` source bytes: evict for it (its share: four times that, parses
-        measured 1.5-10x their bytes; its peak while read back: ``memory.transient``), so the old parses and
-        the new one are never all resident at once."""
+    def _make_room(self, size: int, parsed: bool = False) -> None:
+        """Before a request on an artifact of ``size`` (source bytes to parse or load; ``parsed``: full-view
+        characters of a held parse): evict so that a new parse's share (4x its bytes) and the request's peak fit."""
         with self._lock:
-            dropped = self._evict(coming=size)
+            dropped = self._evict(0 if parsed else min(4 * size, self.max_parsed_bytes // 2),
+                                  memory.working_set(size, parsed))
         self._let_go(dropped)
 
     def _remeasure(self, cache_key: tuple[str, str], parsed: Parsed) -> None:
@@ -425,12 +424,13 @@ class ArtifactCache:
             dropped = self._evict()
         self._let_go(dropped)
 
-    def _evict(self, coming: int = 0) -> list[tuple[Parsed, int]]:
-        """With the lock held: least recently used out until both bounds hold, with room for the parse of
-        ``coming`` source bytes (the newest always stays); each evicted parse with its estimated footprint."""
+    def _evict(self, coming: int = 0, working: int = 0) -> list[tuple[Parsed, int]]:
+        """With the lock held: least recently used out until both bounds hold with ``coming`` more bytes of
+        parses and ``working`` bytes of a request's peak (the newest always stays); each evicted parse with
+        its estimated footprint."""
         dropped = []
-        room = memory.room_for_parses(self._sizes.total, coming)  # once per pass: RSS drops only after a trim
-        share = self.max_parsed_bytes - min(4 * coming, self.max_parsed_bytes // 2)
+        room = memory.room_for_parses(self._sizes.total, working)  # once per pass: RSS drops only after a trim
+        share = self.max_parsed_bytes - coming
         bound = min(share, room) if room is not None else share
         while (self._parsed_chars > self.max_parsed_chars or self._sizes.total > bound) and len(self._parsed) > 1:
             key, parsed = self._parsed.popitem(last=False)
