@@ -4,16 +4,18 @@ A daemon that had read large inputs grew to about 2 GB and stayed there (issue 2
 bounded by their full views' characters only (256 M, while indexes, tables and vectors weigh several times
 their text), and glibc kept what Python freed. One number now bounds it: the **memory cap**
 (``--memory-mb``, else ``$SPARSEFS_MEMORY_MB``, else min(1 GiB, max(768 MiB, 1/8 of RAM)); at least 768).
-The daemon's resident memory stays under it; parse children are bounded apart (``SPARSEFS_PARSE_MEMORY_MB``).
+Parse children are bounded apart (``SPARSEFS_PARSE_MEMORY_MB``).
 
 Of the cap, :data:`RESERVE_MB` is the process itself: Python, numpy, pymupdf, onnxruntime with the dense
 model's two sessions and the warm-up's buffers (295-300 MiB after one read of each kind; 445 MiB after the
 hostile corpus and the shared data went through the dense warm-up, with every parse and pack dropped).
 Of the rest, half holds parsed artifacts (their estimated :func:`footprint`, least recently used first out:
 the parsed store on disk serves them again, or a cheap parse is redone), an eighth frozen packs, and the
-rest is what one request holds while it runs (a parse result being read back, a pack being built). A parse
-result larger than half of the smaller of those two is refused, as any other bound (an error pack that
-names it).
+rest is what one request holds while it runs. The daemon (:func:`set_process_cap`) also governs by its RSS:
+before a request, parses are evicted until RSS, less what they weigh, leaves room under the cap for that
+request's peak (:func:`working_set`) and :data:`MARGIN_MB`. A parse result larger than half of the smaller of
+the parse share and the headroom is refused, as any other bound (an error pack that names it). One
+request's own peak is not bounded by the cap: it must fit beside the reserve.
 
 glibc keeps freed memory in its arenas and under its dynamic mmap threshold: evicting 500 MB of parses
 left RSS where it was. :func:`tune_allocator` (at daemon start, before its threads) fixes the mmap
