@@ -105,7 +105,7 @@ def _check_mountpoint(src: Path, mnt: Path) -> None:
         raise MountError(f"source {src} is inside the mountpoint {mnt}; the mount would hide it")
     entry = find_mount(mnt)
     if entry and entry.fstype == mounts.FSTYPE:
-        pid = mounts.daemon_pid(mnt)
+        pid = mounts.within(lambda: mounts.daemon_pid(mnt), mounts.PROBE_S)
         owner = f" served by daemon pid {pid}" if pid else ""
         raise MountError(f"{mnt} is already a live SparseFS mount{owner}; it is left as it is. To mount it "
                          f"again, first run: sparsefs umount {mnt}")

@@ -195,14 +195,14 @@ class SourceWatcher:
 
     def _mounts_changed(self) -> None:
         """Re-arm the mount table's flag (read it to the end) and let the owner look at the new table."""
-        os.lseek(self._mountinfo, 0, os.SEEK_SET)
-        while os.read(self._mountinfo, 1 << 16):
-            pass
-        if self.on_mounts is not None:
-            try:
+        try:
+            os.lseek(self._mountinfo, 0, os.SEEK_SET)
+            while os.read(self._mountinfo, 1 << 16):
+                pass
+            if self.on_mounts is not None:
                 self.on_mounts()
-            except Exception:
-                log.exception("looking at the new mount table failed")
+        except Exception:  # the watcher's thread must go on: source events matter more than mounts
+            log.exception("looking at the new mount table failed")
 
     def _process(self, data: bytes) -> list[str]:
         """The paths a batch of raw inotify events names, each once, in order."""
