@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sparsefs.fuse import mounts
@@ -43,6 +44,36 @@ def test_sigterm_and_sigint_unmount_cleanly(workspace: Path, tmp_path: Path, bac
             assert not mounts.find_mount(workspace)
         finally:
             mountutil.stop(mount)
+
+
+def test_umount_sees_its_daemon_exit_even_unreaped(mirror: mountutil.Mount) -> None:
+    """The daemon here is pytest's child: once it exits it is a zombie until reaped. `sparsefs umount` took that
+    for a daemon still running and waited its whole bound (10 s) before failing."""
+    result = run_cli("umount", str(mirror.mountpoint), timeout=60)
+    assert result.returncode == 0 and "unmounted" in result.stdout, result.stderr
+    assert mounts.progress(mirror.process.pid) is None and mirror.process.wait(timeout=5) == 0
+
+
+BUSY_THEN_EXIT = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
+
+
+def test_umount_waits_while_the_daemon_makes_progress_and_not_for_a_stuck_one() -> None:
+    """An exiting daemon busy past the old 10 s wait (CPU time moving) is waited for; one that stands still is
+    given up on after the stall time, long before the overall bound."""
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_THEN_EXIT.format(seconds=12)])
+    started = time.monotonic()
+    assert mounts.wait_exit_while_busy(busy.pid, stall_s=2.0, bound_s=60.0) == "exited"
+    assert time.monotonic() - started >= 11 and busy.wait(timeout=5) == 0
+    stuck = subprocess.Popen(["sleep", "60"])
+    try:
+        started = time.monotonic()
+        assert mounts.wait_exit_while_busy(stuck.pid, stall_s=1.0, bound_s=60.0) == "stalled"
+        assert time.monotonic() - started < 5
+        assert mounts.wait_exit_while_busy(stuck.pid, stall_s=30.0, bound_s=1.0) == "bounded"
+    finally:
+        stuck.kill()
+        stuck.wait(timeout=5)
+    assert mounts.progress(stuck.pid) is None
 
 
 def test_refuses_a_mountpoint_inside_the_source(workspace: Path) -> None:

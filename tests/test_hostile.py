@@ -13,6 +13,7 @@ the 1 GB line, like the 80 MiB one, gets the 64 MiB size-bound error pack.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import struct
@@ -235,6 +236,9 @@ def test_every_hostile_input_answers_within_its_bound(hostile_mount: Mount, corp
             assert (mnt / "notes.txt").read_bytes().startswith(b"plain notes"), f"mount down after {name}"
     assert not failures, "\n".join(failures)
     assert slowest < float(PARSE_BOUND_S) + 15
+    memory = json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())["memory"]
+    peak_mib = status_kib(hostile_mount.process.pid, "VmHWM:") >> 10  # the kernel's high-water mark
+    assert memory["set_by"] == "default" and peak_mib < memory["cap_mib"], (peak_mib, memory)  # issue 25.8
 
 
 def test_names_raw_ranges_and_tricky_requests(hostile_mount: Mount) -> None:
@@ -303,3 +307,9 @@ def percent_encoded_nul_slash_and_regex_metacharacters(hostile_mount: Mount) -> 
         (mnt / ("notes.txt@intent=" + "x" * 1100)).read_bytes()  # past FUSE's 1,024-byte name limit
     assert raised.value.errno == errno.ENAMETOOLONG
     assert (mnt / "notes.txt").read_text().startswith("plain notes")
+
+
+def status_kib(pid: int, key: str) -> int:
+    """A /proc/PID/status value in KiB (VmRSS:, VmHWM:)."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    return next(int(line.split()[1]) for line in text.splitlines() if line.startswith(key))

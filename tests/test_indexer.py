@@ -123,16 +123,45 @@ def test_index_of_a_mount_warms_the_mounts_own_store(workspace: Path, tmp_path: 
         mountutil.stop(mount)
 
 
+GATED_INDEX = """
+import sys, time
+from pathlib import Path
+from sparsefs.app import cli, indexer
+keep, parsed, real = sys.argv[1], Path(sys.argv[2]), indexer.index_one
+def stored():
+    return any(parsed.rglob("*.pdf-pdf/meta.json"))
+def gated(cache, rel, embed=False):
+    while stored():  # once the PDF is on disk every later file waits for the ^C: the run cannot end before it
+        time.sleep(0.05)
+    result = real(cache, rel, embed)
+    while rel == keep and not stored():  # this worker takes no other file before the PDF is on disk
+        time.sleep(0.05)
+    return result
+indexer.index_one = gated  # the forked workers inherit it
+sys.exit(cli.main(sys.argv[3:]))
+"""
+
+
 def test_an_interrupted_index_resumes(tmp_path: Path, corpus: Path) -> None:
+    """^C while the index is provably mid-run: once a PDF (costly enough to be stored) is on disk, every later
+    file is held, and the worker that indexes the 190-page PDF takes no other file before that, so the signal
+    cannot come after the run ended (it did under load, when the test signalled as soon as the store's folder
+    existed). The next run finds what was stored warm."""
     state = tmp_path / "state"
-    command = [sys.executable, "-m", "sparsefs", "index", str(corpus), "--state-dir", str(state), "-j", "2",
-               "--no-progress"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert mountutil.wait_for(lambda: any((state / "index").rglob("*")), timeout=120)
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
+    command = [sys.executable, "-c", GATED_INDEX, PDF, str(state / "index" / "parsed"), "index", str(corpus),
+               "--state-dir", str(state), "-j", "2", "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        assert mountutil.wait_for(lambda: any((state / "index" / "parsed").rglob("*.pdf-pdf/meta.json")), 240)
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal's ^C: the whole process group
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
     assert process.returncode == 1 and "interrupted" in out, out + err
     again = run_index(str(corpus), "--state-dir", str(state))
     assert again.returncode == 0, again.stdout + again.stderr
     rows = {line.split()[0]: line.split()[1:] for line in again.stdout.splitlines()[2:] if line[:1].strip()}
-    assert int(rows["total"][2].replace(",", "")) >= 1, again.stdout  # what was stored before ^C is warm now
+    assert rows["pdf/pdf"][2] != "0", again.stdout  # files, parsed, warm: what was stored before ^C is warm now

@@ -8,6 +8,7 @@ import mmap
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -156,6 +157,30 @@ def test_a_crashed_daemon_leaves_a_stale_mount_that_the_next_mount_recovers(
     finally:
         mountutil.stop(crashed)
     assert not mounts.find_mount(mnt)
+
+
+def test_a_mount_that_does_not_answer_is_refused_never_detached(in_place: Mount) -> None:
+    """`sparsefs mount` over a mount whose daemon is alive but silent (stopped here; busy or hung in life)
+    must not take it for dead: it is refused with what to run, and serves again once its daemon does."""
+    ws, daemon = in_place.mountpoint, in_place.process.pid
+    command = [sys.executable, "-m", "sparsefs", "mount", str(ws), "--state-dir", str(ws.parent / "other")]
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        refused = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert mounts.find_mount(ws) is not None and mounts.find_mount(ws).fstype == mounts.FSTYPE  # type: ignore[union-attr]
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+    assert refused.returncode == 2 and "did not answer within" in refused.stderr, refused.stderr
+    assert f"sparsefs umount {ws}" in refused.stderr and "stale" not in refused.stderr
+    assert mounts.daemon_pid(ws) == daemon and (ws / "notes.txt").read_bytes() == _hidden_notes(in_place)
+    healthy = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert healthy.returncode == 2 and f"already a live SparseFS mount served by daemon pid {daemon}" in healthy.stderr
+    assert mounts.daemon_pid(ws) == daemon
+
+
+def _hidden_notes(mount: Mount) -> bytes:
+    """notes.txt as the demo workspace holds it (in place, the source path is the mount itself)."""
+    return (Path(__file__).resolve().parents[1] / "sparsefs" / "demo" / "notes.txt").read_bytes()
 
 
 def test_a_name_turned_fifo_never_blocks_the_daemon(mirror: Mount) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,17 @@ def test_modules_stay_under_500_lines() -> None:
     for package in ("sparsefs", "readers", "gate"):
         for path in (ROOT / package).rglob("*.py"):
             assert len(path.read_text().splitlines()) <= 500, path
+
+
+def test_no_test_changes_a_machine_wide_setting() -> None:
+    """Tests share the machine with other suites: no test names a path under /proc/sys (reading a limit is
+    the product's job: sparsefs.source.freshness), and none runs ``sysctl -w``. The watch-limit tests lowered
+    fs.inotify.max_user_watches for the whole machine until issue 28; they inject the daemon's own limit now.
+    /sys/fs/fuse/connections (mountutil's abort of a hung mount of our own) is this suite's own."""
+    forbidden = re.compile(r"""["'](/proc/sys\b|/proc/sys/)|sysctl["', ]+-w""")
+    offenders = [f"{path.name}:{n}" for path in sorted((ROOT / "tests").glob("*.py")) if path != Path(__file__)
+                 for n, line in enumerate(path.read_text().splitlines(), 1) if forbidden.search(line)]
+    assert not offenders, offenders
 
 
 def test_ruff_clean() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sparsefs.fuse import mounts
-from tests import mountutil
+from tests import conftest, mountutil
 
 UNITS = Path(__file__).resolve().parents[1] / "systemd"
 SPARSEFS = str(Path(sys.executable).with_name("sparsefs"))
@@ -90,3 +92,72 @@ def _start_unwaited(source: Path, state: Path, backend: str, env: dict[str, str]
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                    start_new_session=True, env={**os.environ, **env})
     return mountutil.Mount(source, source, state, process, state / "test-daemon.stderr")
+
+
+# ---- restart in place (issue 25.1): the unit's own ExecStart over the mount its killed daemon left ----
+
+UNIT_FOR = {"kernel": UNITS / "sparsefs@.service", "mfusepy": UNITS / "user" / "sparsefs@.service"}
+
+
+def _exec_start(unit: Path, workspace: Path, state: Path) -> list[str]:
+    """The unit's ExecStart line as systemd runs it for the instance of ``workspace``: ``%f`` is the unescaped
+    instance path, ``${STATE_DIRECTORY}`` the state directory, ``sparsefs`` this checkout's."""
+    line = next(row for row in unit.read_text().splitlines() if row.startswith("ExecStart="))
+    escape = shutil.which("systemd-escape")
+    assert escape is not None
+    instance = subprocess.run([escape, "--path", str(workspace)], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+    unescaped = subprocess.run([escape, "--unescape", "--path", instance], capture_output=True, text=True,
+                               timeout=10, check=True).stdout.strip()
+    values = {"%f": unescaped, "%i": instance, "${STATE_DIRECTORY}": str(state)}
+    argv = [values.get(word, word) for word in shlex.split(line.removeprefix("ExecStart="))]
+    assert argv[0] == "sparsefs" and "%f" not in argv and Path(unescaped) == workspace, argv
+    return [SPARSEFS, *argv[1:]]
+
+
+def _run_unit(argv: list[str], workspace: Path, state: Path, name: str) -> mountutil.Mount:
+    """Start ExecStart as systemd would (its own session, no terminal) and wait for the mount to answer."""
+    log = state / f"{name}.stderr"
+    with open(log, "wb") as err:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+    mount = mountutil.Mount(workspace, workspace, state, process, log)
+    if not mounts.wait_ready(workspace, mountutil.READY_TIMEOUT_S, alive=lambda: process.poll() is None,
+                             pid=process.pid):
+        mountutil.stop(mount)
+        raise AssertionError(f"ExecStart did not mount: {mount.stderr()}")
+    return mount
+
+
+def test_the_units_exec_start_restarts_a_killed_in_place_mount(workspace: Path, tmp_path: Path,
+                                                                backend: str) -> None:
+    """SIGKILL the daemon (an OOM kill, a crash): its in-place mount answers ENOTCONN, even to the stat of the
+    workspace itself. What `Restart=on-failure` then runs — the unit's own ExecStart — detaches the dead mount
+    and mounts again, keeping the killed daemon's episodes; it used to fail on that stat five times and give
+    up. A second start over the healthy mount is refused and leaves it serving."""
+    state = tmp_path / "state"  # StateDirectory=: systemd creates it
+    state.mkdir()
+    argv = _exec_start(UNIT_FOR[backend], workspace, state)
+    first = _run_unit(argv, workspace, state, "first")
+    try:
+        assert json.loads((workspace / ".sparsefs" / "stats.json").read_bytes())["backend"] == backend
+        assert conftest.is_pack((workspace / "notes.txt@intent=harbor route").read_bytes())
+        os.killpg(first.process.pid, signal.SIGKILL)  # the daemon and any parse child: the unit's cgroup
+        first.process.wait(timeout=10)
+        assert mounts.probe(workspace) == mounts.DEAD
+    except BaseException:
+        mountutil.stop(first)  # only before the restart: stop() unmounts whatever is mounted there
+        raise
+    second = _run_unit(argv, workspace, state, "second")
+    try:
+        assert "stale SparseFS mount" in second.stderr()
+        assert (workspace / "notes.txt").read_bytes().startswith(b"Northwind Robotics")
+        assert os.listdir(workspace / ".sparsefs" / "episodes"), "the killed daemon's episode was lost"
+        refused = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert refused.returncode == 2 and "already a live SparseFS mount" in refused.stderr, refused.stderr
+        assert f"daemon pid {second.process.pid}" in refused.stderr
+        assert mounts.daemon_pid(workspace) == second.process.pid  # still serving, never detached
+        os.kill(second.process.pid, signal.SIGTERM)  # `systemctl stop`
+        assert second.process.wait(timeout=30) == 0
+    finally:
+        mountutil.stop(second)
+    assert not mounts.find_mount(workspace)

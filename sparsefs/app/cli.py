@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--session-intent", metavar="TEXT",
                        help="the session's standing objective; fills in what an access intent leaves out "
                             "(change it later by writing .sparsefs/session)")
+    mount.add_argument("--memory-mb", type=int, default=None, metavar="MB",
+                       help="the daemon's memory cap: parsed artifacts and packs beyond it are served from the "
+                            "state directory (default $SPARSEFS_MEMORY_MB, else min(1024, max(512, RAM/8)); "
+                            "docs/SEMANTICS.md, 'Memory')")
     _guard_arguments(mount)
     cli_tools.add_cache_option(mount)
     mount.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -79,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
     plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
-                               session_intent=args.session_intent, cache=check_cache(args.cache))
+                               session_intent=args.session_intent, cache=check_cache(args.cache),
+                               memory_mb=args.memory_mb)
     plan = _guard_plan(args, plan)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
@@ -94,6 +99,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
                "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
     command += ["--spin-us", str(plan.spin_us)] if plan.spin_us is not None else []
     command += ["--session-intent", plan.session_intent] if plan.session_intent is not None else []
+    command += ["--memory-mb", str(plan.memory_mb)] if plan.memory_mb is not None else []
     command += [f"--guard-pid={pid}" for pid in plan.guard_pids] + [f"--guard-threshold={plan.guard_threshold}"]
     command += [f"--guard-comm={','.join(plan.guard_comms)}"] if plan.guard_comms else []
     command += [f"--guard-kinds={','.join(plan.guard_kinds)}"] if plan.guard_kinds else []
@@ -167,18 +173,45 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if not mounts.find_mount(mountpoint):
         print(f"sparsefs: {mountpoint} is not mounted", file=sys.stderr)
         return 1
-    pid = None if mounts.is_stale(mountpoint) else mounts.daemon_pid(mountpoint)
+    pid = _daemon_of(mountpoint)
     try:
         mounts.unmount(mountpoint, lazy=args.lazy)
     except RuntimeError as err:
         print(f"sparsefs: unmount failed: {err} (files still open? try: sparsefs umount -z {mountpoint})",
               file=sys.stderr)
         return 1
-    if pid is not None and not mounts.wait_exit(pid, 10.0):
-        print(f"sparsefs: unmounted, but daemon {pid} has not exited yet", file=sys.stderr)
+    if pid is not None and not _wait_daemon(pid):
         return 1
     print(f"unmounted {mountpoint}")
     return 0
+
+
+def _daemon_of(mountpoint: str) -> int | None:
+    """The pid a live mount's daemon publishes in ``.sparsefs/ready`` (None for a dead or silent mount: a read
+    would hang on a silent one)."""
+    if mounts.probe(mountpoint) != mounts.LIVE:
+        return None
+    return mounts.within(lambda: mounts.daemon_pid(mountpoint), mounts.PROBE_S)
+
+
+def _wait_daemon(pid: int) -> bool:
+    """Wait for the daemon to exit as long as it is making progress (freeing memory, saving indexes)."""
+    notes: list[str] = []
+
+    def waiting(now: mounts.Progress) -> None:
+        if not notes:
+            notes.append("said")
+            print(f"sparsefs: unmounted; waiting for daemon {pid} to finish (RSS {now.rss_mib} MiB)",
+                  file=sys.stderr)
+
+    outcome = mounts.wait_exit_while_busy(pid, waiting=waiting)
+    if outcome == "stalled":
+        print(f"sparsefs: unmounted, but daemon {pid} has not exited and made no progress for "
+              f"{mounts.STALL_S:g} s (kill it: kill {pid})", file=sys.stderr)
+    elif outcome == "bounded":
+        print(f"sparsefs: unmounted, but daemon {pid} is still busy after {mounts.EXIT_BOUND_S:g} s",
+              file=sys.stderr)
+    return outcome == "exited"
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:

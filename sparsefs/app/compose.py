@@ -25,6 +25,7 @@ from pathlib import Path
 
 import xxhash
 
+from sparsefs.artifacts import memory
 from sparsefs.artifacts.bounded import Bounds
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.guard.policy import Guard, GuardConfig
@@ -89,7 +90,18 @@ def build_core(
     guarding = Guard(guard, root, protocol, stats, mountpoint) if guard is not None else None
     live_log = f"/{CONTROL_DIR}/{LOG_NAME}"
     stats.on_logged = lambda: binding.invalidate(live_log)  # `tail -f`'s next fstat sees the new size at once
-    return Core(root, stats, protocol, state, guard=guarding, binding=binding)
+    core = Core(root, stats, protocol, state, guard=guarding, binding=binding)
+    stats.sections["memory"] = lambda: memory_state(core)
+    return core
+
+
+def memory_state(core: Core) -> dict[str, object]:
+    """stats.json's "memory": the cap, this process's resident memory, and what the cap's shares hold."""
+    cap = memory.process_cap()
+    packs, packs_bound = core.evidence.memo.held()
+    return {"cap_mib": cap.cap_mb, "rss_mib": memory.resident_bytes() >> 20, **core.artifacts.memory_state(),
+            "packs_mib": packs >> 20, "packs_budget_mib": packs_bound >> 20, "trims": memory.trims(),
+            "set_by": memory.source()}
 
 
 def close_core(core: Core, keep_artifacts: bool = False) -> None:
@@ -120,14 +132,15 @@ class Mounted:
 
 def mount(
     root: SourceRoot, state_dir: Path, backend: str, mountpoint: str, *, session_intent: str | None = None,
-    guard: GuardConfig | None = None, watch: str | None = None, cache: str | None = None,
+    guard: GuardConfig | None = None, watch: str | None = None, cache: str | None = None, source: str = "",
 ) -> Mounted:
     """A mount's Core with a late binding for ``backend``, watching ``watch`` (a path to the source tree;
-    None: ``--no-watch``, source changes are checked on each open), over the shared ``cache`` if given."""
+    None: ``--no-watch``, source changes are checked on each open), over the shared ``cache`` if given.
+    ``source``: the source's path, whose filesystem and the mounts under it decide what watching can see."""
     binding = LateBinding()  # the backend attaches once it speaks to the kernel
     core = build_core(root, state_dir, backend, session_intent, guard=guard, mountpoint=mountpoint, binding=binding,
                       cache=cache)
-    freshness = watch_source(core, watch or "", enabled=watch is not None)
+    freshness = watch_source(core, watch or "", enabled=watch is not None, source=source)
     return Mounted(core, binding, freshness)
 
 

@@ -13,13 +13,15 @@ from sparsefs.app import compose
 from sparsefs.app.compose import default_state_dir
 from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.app.sdnotify import Readiness
-from sparsefs.fuse import backends
-from sparsefs.fuse.mounts import find_mount, is_stale, unmount
+from sparsefs.artifacts import memory
+from sparsefs.fuse import backends, mounts
+from sparsefs.fuse.mounts import find_mount, unmount
 from sparsefs.guard.policy import DEFAULT_THRESHOLD, GuardConfig
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.state import StateDirBusy, StateLock
 
 log = logging.getLogger("sparsefs")
+STACKED_MAX = 16  # dead mounts detached from one path before giving up
 
 
 class MountError(Exception):
@@ -44,6 +46,7 @@ class MountPlan:
     guard_threshold: int = DEFAULT_THRESHOLD  # full-view characters above which a guarded plain read is carded
     guard_kinds: tuple[str, ...] = ()  # guard kind names (readers.registry); () means all
     cache: str | None = None  # --cache URL: the shared tier under the parsed store (sparsefs.store.shared)
+    memory_mb: int | None = None  # --memory-mb: the daemon's memory cap (None: $SPARSEFS_MEMORY_MB or default)
 
     @property
     def in_place(self) -> bool:
@@ -53,8 +56,8 @@ class MountPlan:
 def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool,
                backend: str = "auto") -> MountPlan:
     """Validate the request; raise MountError with a fix when it cannot work."""
-    src = Path(source).resolve()
-    mnt = Path(mountpoint).resolve() if mountpoint else src
+    src = _settled(source)
+    mnt = _settled(mountpoint) if mountpoint else src
     if not src.is_dir():
         raise MountError(f"source {src} is not a directory")
     _check_mountpoint(src, mnt)
@@ -100,17 +103,59 @@ def _check_mountpoint(src: Path, mnt: Path) -> None:
         raise MountError(f"mountpoint {mnt} is inside the source {src}; choose a directory outside it")
     if mnt != src and src.is_relative_to(mnt):
         raise MountError(f"source {src} is inside the mountpoint {mnt}; the mount would hide it")
-    if find_mount(mnt) and is_stale(mnt):
-        _recover_stale(mnt)
     entry = find_mount(mnt)
-    if entry and entry.fstype == "fuse.sparsefs":
-        raise MountError(f"{mnt} is already a SparseFS mount; run: sparsefs umount {mnt}")
+    if entry and entry.fstype == mounts.FSTYPE:
+        pid = mounts.within(lambda: mounts.daemon_pid(mnt), mounts.PROBE_S)
+        owner = f" served by daemon pid {pid}" if pid else ""
+        raise MountError(f"{mnt} is already a live SparseFS mount{owner}; it is left as it is. To mount it "
+                         f"again, first run: sparsefs umount {mnt}")
     if not mnt.is_dir():
         raise MountError(f"mountpoint {mnt} is not a directory (mkdir -p {mnt})")
 
 
+def _settled(given: str) -> Path:
+    """``given`` resolved, with any dead SparseFS mount on it detached first (it answers ENOTCONN to every
+    stat, in place even to the source's) — each step bounded, so a mount that does not answer is refused
+    instead of hanging ``sparsefs mount`` (resolving a path stats its last component)."""
+    absolute = Path(os.path.abspath(given))
+    _detach_dead(absolute)
+    resolved = mounts.within(absolute.resolve, mounts.PROBE_S)
+    if resolved is None:
+        raise MountError(f"{given} did not answer within {mounts.PROBE_S:g} s (a mount on its path is busy or "
+                         "hung)")
+    if resolved != absolute:
+        _detach_dead(resolved)
+    return resolved
+
+
+def _detach_dead(path: Path) -> None:
+    for _ in range(STACKED_MAX):  # crash loops can stack dead mounts on one path: the top one first
+        if not _detach_if_dead(path):
+            return
+
+
+def _detach_if_dead(path: Path) -> bool:
+    """A SparseFS mount whose daemon died (crash, SIGKILL, OOM) answers ENOTCONN to everything, in place
+    even to the stat of the source: detach it so the mount can start afresh (what a systemd restart needs).
+    A live mount is left alone (refused later); one that does not answer in time, or a dead mount of another
+    filesystem, is refused here with what to run, never detached on a guess."""
+    entry = find_mount(path)
+    state = mounts.probe(path) if entry else mounts.LIVE
+    if state == mounts.LIVE or entry is None:
+        return False
+    if entry.fstype != mounts.FSTYPE:
+        raise MountError(f"{path} is a {entry.fstype} mount that does not answer ({state}); it is not ours to "
+                         f"detach: umount -l {path}")
+    if state == mounts.SILENT:
+        raise MountError(f"{path} is a SparseFS mount whose daemon did not answer within {mounts.PROBE_S:g} s "
+                         f"(busy or hung); it is not detached. Wait, or run: sparsefs umount {path} "
+                         f"(sparsefs umount -z {path} to detach it)")
+    _recover_stale(path)
+    return True
+
+
 def _recover_stale(mnt: Path) -> None:
-    """A mount whose daemon died (crash, SIGKILL) answers ENOTCONN: detach it and mount afresh."""
+    """Detach a dead mount (lazy: nothing can be in flight on it) and log that we did."""
     log.warning("%s is a stale SparseFS mount (daemon gone); unmounting it first", mnt)
     try:
         unmount(mnt, lazy=True)
@@ -121,6 +166,9 @@ def _recover_stale(mnt: Path) -> None:
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
     serve = backends.server(plan.backend, plan.readers, plan.spin_us)
+    memory.tune_allocator()  # before the serving threads exist: each could otherwise get an arena of its own
+    cap = memory.set_process_cap(plan.memory_mb)
+    log.info("memory cap %d MiB (%s)", cap.cap_mb, memory.source())
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     lock = StateLock(plan.state_dir)
     try:
@@ -132,7 +180,8 @@ def run(plan: MountPlan) -> int:
                                          str(plan.state_dir)))
     mounted = compose.mount(root, plan.state_dir, plan.backend, str(plan.mountpoint),
                             session_intent=plan.session_intent, guard=_guard_config(plan),
-                            watch=_watch_path(plan, root) if plan.watch else None, cache=plan.cache)
+                            watch=_watch_path(plan, root) if plan.watch else None, cache=plan.cache,
+                            source=str(plan.source))
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
     readiness = Readiness(mounted.binding, plan.backend)  # Type=notify: READY=1 once the mount answers

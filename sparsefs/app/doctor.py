@@ -159,6 +159,8 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
     for mnt in mounted:
         stats: dict[str, Any] = {}
         checks.append(check_mount(mnt, timeout_s, into=stats))
+        if isinstance(stats.get("memory"), dict):
+            checks.append(memory_check(f"mount {mnt}", stats["memory"]))
         if isinstance(stats.get("shared_cache"), dict):
             from sparsefs.app.doctor_cache import mount_cache_check  # it builds on Check, defined here
 
@@ -175,6 +177,16 @@ def not_saved_check(name: str, missing: dict[str, Any]) -> Check:
     return Check(f"{name} state", False, str(missing.get("summary", "state not saved")),
                  f"free space on the state directory's filesystem ({waiting}episodes and packs are saved again "
                  "from the next read on)", required=False)
+
+
+def memory_check(name: str, memory: dict[str, Any]) -> Check:
+    """The daemon's resident memory against its cap (docs/SEMANTICS.md, "Memory")."""
+    rss, cap = memory.get("rss_mib", 0), memory.get("cap_mib", 0)
+    detail = (f"memory {rss} MiB resident of a {cap} MiB cap ({memory.get('set_by')}); parses held "
+              f"{memory.get('parsed_mib')} of {memory.get('parsed_budget_mib')} MiB, {memory.get('evictions')} "
+              "evicted to the parsed store")
+    return Check(name, rss < cap, detail, "" if rss < cap else "raise it: sparsefs mount --memory-mb N (or "
+                 "SPARSEFS_MEMORY_MB=N), then remount", required=False)
 
 
 def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S, into: dict[str, Any] | None = None) -> Check:
@@ -197,10 +209,14 @@ def _watcher_check(name: str, watcher: dict[str, Any]) -> Check:
     mode, reason = watcher.get("mode"), str(watcher.get("reason") or "")
     limit = watcher.get("max_user_watches")
     if mode == "inotify":
+        remote = "; " + reason if watcher.get("checked_on_access") else ""
         return Check(name, True, f"source changes watched by inotify ({watcher.get('watches')} directories, "
-                     f"max_user_watches={limit})", required=False)
+                     f"max_user_watches={limit}){remote}", required=False)
     if mode == "on-access" and reason.startswith("--no-watch"):
         return Check(name, True, "source changes checked on each open (--no-watch)", required=False)
+    if mode == "on-access" and reason.startswith("the source is on"):
+        return Check(name, True, f"source changes checked on each open: {reason}; a bare stat may lag up to 5 s "
+                     "(docs/SEMANTICS.md, 'Sources inotify cannot see')", required=False)
     if mode == "on-access":
         return Check(name, False, f"source changes checked on each open, not watched: {reason}{_needs(watcher)}",
                      _fix_for(reason, watcher), required=False)
@@ -214,6 +230,8 @@ def _needs(watcher: dict[str, Any]) -> str:
 
 
 def _fix_for(reason: str, watcher: dict[str, Any]) -> str:
+    if "SPARSEFS_MAX_WATCHES=" in reason:
+        return "raise SPARSEFS_MAX_WATCHES in the daemon's environment (or unset it), then remount"
     if "max_user_instances" in reason:
         setting = "fs.inotify.max_user_instances=1024"
     elif "max_queued_events" in reason:

@@ -172,7 +172,8 @@ def _run_child(fn: Callable[[], Any], bounds: Bounds, what: str) -> Any:
         raise BoundExceeded(f"the {what} did not finish within its {bounds.seconds:g} s bound and was stopped", _HINT)
     if overrun == "size":
         limit = bounds.result_bytes >> 20
-        raise BoundExceeded(f"the {what}'s result was larger than {limit:,} MiB and was dropped", _HINT, lasting=True)
+        raise BoundExceeded(f"the {what}'s result was larger than {limit:,} MiB (a bound set by the daemon's "
+                            "memory cap, --memory-mb) and was dropped", _HINT, lasting=True)
     return _result(payload, status, bounds, what)
 
 

@@ -1,16 +1,14 @@
 """Fingerprints and parsed artifacts, cached per artifact version.
 
-The fingerprint is xxh3-128 of the content, remembered by (device, inode, size,
-mtime_ns) so an unchanged file is never hashed twice. Parsed artifacts (full
-view plus Reader indexes) are cached by fingerprint in a bounded LRU.
+The fingerprint is xxh3-128 of the content, remembered by (device, inode, size, mtime_ns) so an unchanged file
+is never hashed twice. Parsed artifacts (full view plus Reader indexes) are cached by fingerprint in an LRU
+bounded by their estimated footprint within the daemon's memory cap (``sparsefs.artifacts.memory``).
 
-With a :class:`~sparsefs.store.parsed.ParsedStore` both survive a remount:
-a fingerprint missing from memory is looked up on disk by the full stat key
-(with ctime) before hashing, and a parse missing from memory is loaded from
-the store before parsing (``disk_loads`` counts those, ``parses`` the real
-parses). A fingerprint taken while the file was racy (mtime within 2 s of the
-hash) is kept in memory only and re-verified once the file has aged, so it
-can be persisted safely. Without a store the behaviour is memory-only.
+With a :class:`~sparsefs.store.parsed.ParsedStore` both survive a remount (and an eviction): a fingerprint
+missing from memory is looked up on disk by the full stat key (with ctime) before hashing, and a parse
+missing from memory is loaded from the store before parsing (``disk_loads`` counts those, ``parses`` the real
+parses). A fingerprint taken while the file was racy (mtime within 2 s of the hash) is kept in memory only
+and re-verified once the file has aged, so it can be persisted safely. Without a store: memory only.
 """
 
 from __future__ import annotations
@@ -32,6 +30,7 @@ from readers import registry
 from readers.base import ArtifactTooLarge, Parsed, Reader, ReaderError, UnsupportedArtifact
 from readers.folder import FolderReader
 from readers.kit.source import MemorySource
+from sparsefs.artifacts import memory
 from sparsefs.artifacts.bounded import BoundExceeded, Bounds, run_bounded
 from sparsefs.source.collection import DirectoryCollection, Listing, walk
 from sparsefs.source.rootfs import SourceRoot
@@ -86,15 +85,20 @@ class ArtifactCache:
         max_parsed_chars: int = 256 * 1024 * 1024,
         store: ParsedStore | None = None,
         bounds: Bounds | None = None,
+        max_parsed_bytes: int | None = None,
     ) -> None:
         self.root = root
-        self.bounds = bounds and replace(bounds, result_bytes=min(bounds.result_bytes, 2 * max_parsed_chars))
+        self.max_parsed_bytes = max_parsed_bytes or memory.process_cap().parsed_bytes  # estimated footprint
+        result_bytes = min(2 * max_parsed_chars, self.max_parsed_bytes // 2)  # a result becomes ~2x in objects
+        self.bounds = bounds and replace(bounds, result_bytes=min(bounds.result_bytes, result_bytes))
         # None: parse in this process (tests, benchmarks); the daemon bounds every parse
         self.store = store
         self.max_parsed_chars = max_parsed_chars
         self._fingerprints: dict[StatKey, str] = {}
         self._parsed: OrderedDict[tuple[str, str], Parsed] = OrderedDict()
         self._parsed_chars = 0
+        self._sizes = memory.Footprints()
+        self.evictions = 0
         self._dirty: set[str] = set()
         self._hashed: set[str] = set()
         self._readers: dict[tuple[str, str], Reader] = {}  # (fingerprint, name variant) -> its Reader
@@ -230,6 +234,8 @@ class ArtifactCache:
             self._parsed.move_to_end(cache_key)
         if self.store is not None:
             self.store.note_use(*cache_key, parsed)
+        self._remeasure(cache_key, parsed)
+        self._make_room(len(parsed.full_view), parsed=True)
         return Artifact(rel, fingerprint, key, reader, parsed)
 
     def _build(self, rel: str, st: os.stat_result, data: bytes, fresh: bool) -> Artifact:
@@ -259,6 +265,7 @@ class ArtifactCache:
             del self._holders[old]
             dropped = self._parsed.pop(old, None)
             self._parsed_chars -= len(dropped.full_view) if dropped is not None else 0
+            self._sizes.forget(old)
 
     def mark_dirty(self, rel: str) -> None:
         """``rel`` was written: rehash on next load even if (size, mtime) look equal.
@@ -284,10 +291,9 @@ class ArtifactCache:
 
     def _take_dirty(self, rel: str) -> bool:
         with self._lock:
-            if rel in self._dirty:
-                self._dirty.discard(rel)
-                return True
-            return False
+            dirty = rel in self._dirty
+            self._dirty.discard(rel)
+            return dirty
 
     def _recheck(self, st: os.stat_result) -> bool:
         """A racy fingerprint of a file that has aged since: hash once more, then persist it."""
@@ -331,9 +337,14 @@ class ArtifactCache:
         cache_key = _parse_key(fingerprint, reader, name)
         with self._parse_lock(cache_key):
             with self._lock:
-                if cache_key in self._parsed:
+                hit = self._parsed.get(cache_key)
+                if hit is not None:
                     self._parsed.move_to_end(cache_key)
-                    return self._parsed[cache_key]
+            if hit is not None:
+                self._remeasure(cache_key, hit)
+                self._make_room(len(hit.full_view), parsed=True)
+                return hit
+            self._make_room(len(data))
             stored = self.store.load(*cache_key, content=data) if self.store is not None else None
             if stored is not None:
                 self._remember(cache_key, stored, parsed_now=False)
@@ -380,6 +391,7 @@ class ArtifactCache:
             raise
 
     def _remember(self, cache_key: tuple[str, str], parsed: Parsed, parsed_now: bool = True) -> None:
+        size = memory.measure(parsed)
         with self._lock:
             self.parses += parsed_now
             self.disk_loads += not parsed_now
@@ -387,9 +399,58 @@ class ArtifactCache:
             self._parsed_chars -= len(old.full_view) if old is not None else 0
             self._parsed[cache_key] = parsed
             self._parsed_chars += len(parsed.full_view)
-            while self._parsed_chars > self.max_parsed_chars and len(self._parsed) > 1:
-                _, dropped = self._parsed.popitem(last=False)
-                self._parsed_chars -= len(dropped.full_view)
+            self._sizes.set(cache_key, size, memory.shape(parsed))
+            dropped = self._evict()
+        self._let_go(dropped)
+
+    def _make_room(self, size: int, parsed: bool = False) -> None:
+        """Before a request on an artifact of ``size`` (source bytes to parse or load; ``parsed``: full-view
+        characters of a held parse): evict so that a new parse's share (4x its bytes) and the request's peak fit."""
+        with self._lock:
+            dropped = self._evict(0 if parsed else min(4 * size, self.max_parsed_bytes // 2),
+                                  memory.working_set(size, parsed))
+        self._let_go(dropped)
+
+    def _remeasure(self, cache_key: tuple[str, str], parsed: Parsed) -> None:
+        """A hit whose Reader built indexes since it was measured (BM25, dense vectors) weighs more now."""
+        shape = memory.shape(parsed)
+        if self._sizes.shape(cache_key) == shape:
+            return
+        size = memory.measure(parsed)
+        with self._lock:
+            if self._parsed.get(cache_key) is not parsed:
+                return
+            self._sizes.set(cache_key, size, shape)
+            dropped = self._evict()
+        self._let_go(dropped)
+
+    def _evict(self, coming: int = 0, working: int = 0) -> list[tuple[Parsed, int]]:
+        """With the lock held: least recently used out until both bounds hold with ``coming`` more bytes of
+        parses and ``working`` bytes of a request's peak (the newest always stays); each evicted parse with
+        its estimated footprint."""
+        dropped = []
+        room = memory.room_for_parses(self._sizes.total, working)  # once per pass: RSS drops only after a trim
+        share = self.max_parsed_bytes - coming
+        bound = min(share, room) if room is not None else share
+        while (self._parsed_chars > self.max_parsed_chars or self._sizes.total > bound) and len(self._parsed) > 1:
+            key, parsed = self._parsed.popitem(last=False)
+            self._parsed_chars -= len(parsed.full_view)
+            dropped.append((parsed, self._sizes.forget(key)))
+        self.evictions += len(dropped)
+        return dropped
+
+    def _let_go(self, dropped: list[tuple[Parsed, int]]) -> None:
+        """Evicted parses: the store saves the indexes they grew (it serves them from now on); memory goes back."""
+        if self.store is not None:
+            for parsed, _ in dropped:
+                self.store.save_grown(parsed)
+        memory.give_back(sum(size for _, size in dropped))
+
+    def memory_state(self) -> dict[str, int]:
+        """The parsed artifacts held in memory, for stats.json."""
+        with self._lock:
+            return {"parsed_entries": len(self._parsed), "parsed_mib": self._sizes.total >> 20,
+                    "parsed_budget_mib": self.max_parsed_bytes >> 20, "evictions": self.evictions}
 
 
 def _parse_key(fingerprint: str, reader: Reader, name: str) -> tuple[str, str]:

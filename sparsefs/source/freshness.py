@@ -11,6 +11,12 @@ Three modes, reported in ``stats.json`` under ``"watcher"`` and by ``sparsefs do
   (watch or instance limit, a lost-event queue overflow); never silently;
 * ``off`` — nothing watches or checks (a bare ``Core``: library use, tests).
 
+A source on a filesystem inotify is blind to (NFS, CephFS, SMB, 9p, FUSE:
+``sparsefs.source.remote``) is checked on access from the start; a watched
+source with such mounts under it also checks the paths under them on each open
+(:attr:`Freshness.blind`), and only :meth:`Freshness.watched` paths may be
+cached for long.
+
 Why opens: every plain read starts with one, and the kernel forwards every open
 to the daemon even while it caches the file's pages and attributes, so a read
 after an outside change always gets fresh bytes. ctime is compared too: ``cp
@@ -44,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparsefs.source.remote import BlindMount, SourceKind
 from sparsefs.source.rootfs import relative
 
 log = logging.getLogger("sparsefs.freshness")
@@ -121,6 +128,31 @@ class Freshness:
         self._stoppers: list[Callable[[], None]] = []
         self._listeners: list[Callable[[], None]] = []
         self.echoes = Echoes()  # removals made through the mount (the watcher skips their echo)
+        self.kind: SourceKind | None = None  # the root's filesystem and the blind mounts under it, once classified
+        self.blind: tuple[BlindMount, ...] = ()  # mounts under a watched root that are checked on access
+
+    def set_blind(self, mounts: tuple[BlindMount, ...], while_serving: bool = False) -> None:
+        """Mounts under the (watched) root whose files inotify cannot see change: checked on each open. One
+        that appears ``while_serving`` may have had pages cached meanwhile: an unseen path counts as changed."""
+        with self._lock:
+            if while_serving and any(m not in self.blind for m in mounts):
+                self._trust_unseen = False
+            self.blind = mounts
+
+    def _blind_for(self, rel: str) -> BlindMount | None:
+        rel = rel.lstrip("/")
+        return next((m for m in self.blind if m.covers(rel)), None)
+
+    def checks_on_open(self, rel: str) -> bool:
+        """Does an open of ``rel`` check the file (on-access mode, or a path under a blind mount)?"""
+        return self.mode == ON_ACCESS or (bool(self.blind) and self._blind_for(rel) is not None)
+
+    def watched(self, rel: str | None) -> bool:
+        """Would the watcher see ``rel`` change (None: some path whose name is not known)? Only then may the
+        kernel keep what it caches of it for long (negative entries, pages of small files)."""
+        if self.mode != INOTIFY:
+            return False
+        return not self.blind or (rel is not None and self._blind_for(rel) is None)
 
     def removed_here(self, rel: str) -> None:
         """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo."""
@@ -165,8 +197,8 @@ class Freshness:
         return True
 
     def check_open(self, rel: str) -> None:
-        """Hook in ``Core.open`` (real files): the on-access check, if this mount is in that mode."""
-        if self.mode == ON_ACCESS:
+        """Hook in ``Core.open`` (real files): the on-access check, in that mode or under a blind mount."""
+        if self.checks_on_open(rel):
             self.check(rel)
 
     def check(self, rel: str) -> os.stat_result | None:
@@ -199,8 +231,13 @@ class Freshness:
                 "since": round(self.since, 3), "directories": self.directories,
                 "max_user_watches": inotify_limit(),
             }
-            if self.mode == ON_ACCESS:
+            if self.mode == ON_ACCESS or self.blind:
                 state |= {"checks": self.checks, "changes_found": self.changes_found}
+            if self.kind is not None:
+                state["filesystem"] = self.kind.root_type
+                state["checked_on_access"] = [{"path": m.rel, "fs": m.fstype} for m in self.blind]
+                if self.mode == INOTIFY and self.blind:
+                    state["reason"] = SourceKind(self.kind.root_type, self.kind.magic, self.blind).describe()
         return state
 
     def stop_watchers(self) -> None:
@@ -238,9 +275,11 @@ def check_kernel_open(freshness: Freshness, files: _KernelFiles, node: _KernelNo
     save), the kept backing file is the old one: let it go now, so this very
     open reopens the path instead of serving the old content by passthrough.
     """
-    if freshness.mode != ON_ACCESS:
+    if freshness.mode != ON_ACCESS and not freshness.blind:
         return
     path = files.nodes.path(node.nodeid)
-    st = freshness.check(relative(path)) if path is not None else None
+    if path is None or not freshness.checks_on_open(relative(path)):
+        return
+    st = freshness.check(relative(path))
     if st is not None and st.st_ino != node.ino:
         files.gone_from_tree(node)

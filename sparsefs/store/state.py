@@ -31,7 +31,7 @@ import orjson
 log = logging.getLogger("sparsefs.state")
 SCHEMA_VERSION = 1
 STATE_FILE = "state.sqlite"
-MAX_PACK_BYTES = 4 * 1024 * 1024
+MAX_PACK_BYTES = 64 * 1024 * 1024  # the evidence bound: a pack the memory cap evicts is re-read, not rebuilt
 MAX_PACKS_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_EPISODES_LOADED = 2_000
 MAX_EPISODES_KEPT = 50_000

@@ -18,6 +18,8 @@ from typing import Any
 
 import xxhash
 
+from sparsefs.artifacts.memory import process_cap
+
 _VIRTUAL_INO_BIT = 1 << 62
 
 
@@ -72,11 +74,11 @@ class VirtualFile:
 class VirtualMemo:
     """Bounded LRU of virtual files, indexed by path and by base artifact."""
 
-    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int | None = None) -> None:
         self._files: OrderedDict[str, VirtualFile] = OrderedDict()
         self._by_base: dict[str, set[str]] = {}
         self._bytes = 0
-        self._max = max_bytes
+        self._max = max_bytes or process_cap().packs_bytes  # the memory cap's share for packs
         self._lock = threading.Lock()
 
     def get(self, rel: str, version: str) -> VirtualFile | None:
@@ -100,6 +102,11 @@ class VirtualMemo:
     def discard(self, rel: str) -> None:
         with self._lock:
             self._drop(rel)
+
+    def held(self) -> tuple[int, int]:
+        """(bytes of frozen packs held, the bound), for stats.json."""
+        with self._lock:
+            return self._bytes, self._max
 
     def paths(self) -> list[str]:
         with self._lock:

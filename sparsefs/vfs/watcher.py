@@ -17,11 +17,17 @@ thread the GIL so often that an ``rm -rf`` through the mount ran 5x slower
 
 inotify needs one watch per directory, from a per-user budget
 (``fs.inotify.max_user_watches``) shared with every other program of that
-user. A watch that cannot be added — at start or for a directory created
-later (ENOSPC: the watch limit; EMFILE at creation: the instance limit) — and
-a queue overflow (events lost) switch the mount to on-access checking
+user (``$SPARSEFS_MAX_WATCHES`` caps this daemon's share). A watch that
+cannot be added — at start or for a directory created later (ENOSPC: the
+watch limit; EMFILE at creation: the instance limit) — and a queue overflow
+(events lost) switch the mount to on-access checking
 (``sparsefs.source.freshness``) with the reason, and the watches are given
 back: a half-watched tree helps nobody, and the budget is shared.
+
+Mounts under the source that inotify is blind to (NFS, FUSE...;
+``sparsefs.source.remote``) are not watched: the paths under them are checked
+on each open. The thread also polls the mount table, so a share mounted into
+the tree while it is served is found within moments.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from sparsefs.source import remote
 from sparsefs.source.freshness import INSTANCES_SYSCTL, Echoes, Freshness, inotify_limit
 
 if TYPE_CHECKING:
@@ -61,6 +68,7 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, name length
 # 100-135 us in each unlinkat instead of 12 us. Gathering for 5 ms first: 20-28 us, and the whole
 # command 0.33-0.57 s -> 0.15-0.19 s; invalidations arrive up to 5 ms later (still milliseconds).
 BATCH_S = 0.005
+MAX_WATCHES_ENV = "SPARSEFS_MAX_WATCHES"
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
@@ -83,6 +91,10 @@ class SourceWatcher:
         self._on_change = on_change
         self._on_trouble = on_trouble
         self.echoes: Echoes | None = None  # removals made through the mount: their echo is skipped
+        self.skip: Callable[[str], bool] = lambda rel: False  # directories not to watch (blind mounts)
+        self.max_watches = max_watches()  # this daemon's share of the per-user budget, if capped
+        self.on_mounts: Callable[[], None] | None = None  # the mount table changed (a mount came or went)
+        self._mountinfo = -1
         self._started = False
         fd = int(_libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK))
         if fd < 0:
@@ -120,16 +132,25 @@ class SourceWatcher:
             self._watch(found)
 
     def _walk(self, rel: bytes) -> Iterator[bytes]:
+        """``rel`` and every directory below it, not into a mount inotify is blind to (it is checked on access:
+        its watches would only spend the per-user budget)."""
         top = self._abs(rel)
-        for dirpath, _, _ in os.walk(top, followlinks=False):
-            yield dirpath[len(top):].lstrip(b"/") if rel == b"" else rel + dirpath[len(top):]
+        for dirpath, dirnames, _ in os.walk(top, followlinks=False):
+            found = dirpath[len(top):].lstrip(b"/") if rel == b"" else rel + dirpath[len(top):]
+            dirnames[:] = [d for d in dirnames if not self.skip(os.fsdecode(found + b"/" + d if found else d))]
+            yield found
 
     def _watch(self, rel: bytes) -> None:
+        where = os.fsdecode(rel) or "."
+        if self.max_watches is not None and self.watches() >= self.max_watches:
+            self._report(f"inotify watch limit reached: {MAX_WATCHES_ENV}={self.max_watches} (this daemon's own "
+                         f"share of fs.inotify.max_user_watches={inotify_limit()}), {self.watches()} directories "
+                         f"watched, could not watch '{where}'")
+            return
         try:
             wd = _add_watch(self.fd, self._abs(rel), MASK)
         except OSError as err:
             if err.errno == errno.ENOSPC:
-                where = os.fsdecode(rel) or "."
                 self._report(f"inotify watch limit reached: fs.inotify.max_user_watches={inotify_limit()}, "
                              f"{self.watches()} directories watched, could not watch '{where}'")
             return  # gone meanwhile, or not a directory any more: nothing to watch
@@ -151,10 +172,17 @@ class SourceWatcher:
         poller = select.poll()
         poller.register(self.fd, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
+        if self.on_mounts is not None:  # the kernel flags the mount table's fd on every mount and unmount
+            self._mountinfo = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
+            poller.register(self._mountinfo, select.POLLPRI | select.POLLERR)
         while True:
             ready = {fd for fd, _ in poller.poll()}
             if self._wake_r in ready:
                 return
+            if self._mountinfo in ready:
+                self._mounts_changed()
+                if ready == {self._mountinfo}:
+                    continue
             time.sleep(BATCH_S)  # let the burst gather: one wake-up and one read per batch, not per event
             try:
                 data = os.read(self.fd, 1 << 18)
@@ -164,6 +192,17 @@ class SourceWatcher:
                 return
             for rel in self._process(data):
                 self._notify(rel)
+
+    def _mounts_changed(self) -> None:
+        """Re-arm the mount table's flag (read it to the end) and let the owner look at the new table."""
+        try:
+            os.lseek(self._mountinfo, 0, os.SEEK_SET)
+            while os.read(self._mountinfo, 1 << 16):
+                pass
+            if self.on_mounts is not None:
+                self.on_mounts()
+        except Exception:  # the watcher's thread must go on: source events matter more than mounts
+            log.exception("looking at the new mount table failed")
 
     def _process(self, data: bytes) -> list[str]:
         """The paths a batch of raw inotify events names, each once, in order."""
@@ -242,22 +281,34 @@ class SourceWatcher:
         if not self._thread.is_alive():
             os.close(self._wake_r)
             os.close(self._wake_w)
+            if self._mountinfo >= 0:
+                os.close(self._mountinfo)
 
 
-def watch_source(core: Core, path: str, enabled: bool) -> Freshness:
+def watch_source(core: Core, path: str, enabled: bool, source: str = "") -> Freshness:
     """Watch ``path`` (the source tree, or the fd path of an in-place mount) for ``core``; never raises.
 
     Sets the mode of the core's own :class:`Freshness`, reported in stats.json;
-    on-access checking takes over whenever inotify cannot cover the whole tree.
+    on-access checking takes over whenever inotify cannot cover the whole tree, and
+    for a ``source`` (its path, for the mount table) on a filesystem inotify is blind to
+    (``sparsefs.source.remote``): all of it, or the mounts under it that are.
     """
     freshness = core.freshness
     core.stats.watcher = freshness.state
+    kind = remote.classify(core.root.fd, source or path)
+    freshness.kind = kind
     if not enabled:
         freshness.check_on_access("--no-watch: source changes are checked on each open")
         return freshness
+    if kind.root_blind:
+        freshness.check_on_access(kind.describe())
+        return freshness
+    freshness.set_blind(kind.blind_mounts)
     try:
         watcher = SourceWatcher(path, core.on_source_change, lambda reason: _give_up(freshness, reason, path))
         watcher.echoes = freshness.echoes
+        watcher.skip = lambda rel: freshness.checks_on_open(rel)
+        watcher.on_mounts = lambda: freshness.set_blind(remote.blind_mounts(source or path), while_serving=True)
         watcher.start()
     except OSError as err:
         _count_directories_later(freshness, path)
@@ -265,6 +316,14 @@ def watch_source(core: Core, path: str, enabled: bool) -> Freshness:
         return freshness
     freshness.watching(watcher.watches, watcher.stop)
     return freshness
+
+
+def max_watches() -> int | None:
+    """``$SPARSEFS_MAX_WATCHES``: at most this many watches for this daemon (None: only the kernel's limit).
+    The per-user limit is shared with every program of that user (editors, build tools, other mounts); past
+    this cap the mount behaves as at the kernel's limit: checked on access, its watches given back."""
+    given = os.environ.get(MAX_WATCHES_ENV, "").strip()
+    return int(given) if given.isdigit() else None
 
 
 def _give_up(freshness: Freshness, reason: str, path: str) -> None:

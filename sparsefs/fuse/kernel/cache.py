@@ -10,7 +10,8 @@ policy follows the mount's freshness mode (``sparsefs.source.freshness``):
   kernel can drop them all at once should watching stop (``FUSE_NOTIFY_INC_EPOCH``,
   Linux 6.16+). A file on another filesystem than the source root (a mount
   inside the source: NFS or FUSE changes never reach inotify), and a file with
-  several links (see :meth:`CachePolicy.real`), keep ``SHORT_S``.
+  several links (see :meth:`CachePolicy.real`), keep ``SHORT_S``; a name under a
+  mount inotify is blind to is never cached as absent (``Freshness.watched``).
 * **checked on access / not watched**: ``SHORT_S`` (5 s), no negative entries:
   nothing would invalidate them.
 
@@ -51,14 +52,14 @@ class CachePolicy:
             return SHORT_S
         return LONG_S
 
-    def negative(self, parent: int, name: str) -> float:
+    def negative(self, parent: int, name: str, path: str | None = None) -> float:
         """How long the kernel may remember ``name`` in ``parent`` as absent (0: not at all).
 
         Each name handed out as a negative entry is remembered, so a name created outside later is
         invalidated only if the kernel may hold it as absent (``forget_absent``). That invalidation
         takes the directory's lock, and while a LOOKUP building a pack holds it (seconds), the
         waiting invalidation would hold every new lookup in that directory behind it."""
-        if not (self.epoch and self.freshness.mode == INOTIFY):
+        if not (self.epoch and self.freshness.watched(path)):  # path under a blind mount (NFS...): never
             return 0.0
         with self._absent_lock:
             if len(self._absent) >= ABSENT_LIMIT:

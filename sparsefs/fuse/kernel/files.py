@@ -137,7 +137,9 @@ class FileOps:
         if node.cached_opens:
             return True
         small = size is not None and size <= PAGE_CACHED_MAX
-        return small and node.open_count == 0 and self.core.freshness.mode == INOTIFY
+        if not (small and node.open_count == 0 and self.core.freshness.mode == INOTIFY):
+            return False
+        return self.core.freshness.watched(self.nodes.path(node.nodeid))  # not under a blind mount (NFS, FUSE)
 
     def _guard_card(self, node: Node, flags: int) -> OpenResult | None:
         """A guard card (sparsefs.guard.policy), served with direct_io; only while no passthrough open holds

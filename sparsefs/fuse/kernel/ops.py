@@ -111,7 +111,7 @@ class KernelOps:
 
         The name is remembered as absent before it is checked again: a create that the first check
         missed and whose event found the name not yet remembered (so no invalidation) is seen here."""
-        timeout = self.cache.negative(parent, name)
+        timeout = self.cache.negative(parent, name, path)
         if not timeout:
             raise OSError(errno.ENOENT, "no such file")
         try:
