@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,9 +42,11 @@ from readers.pdf.anchors import PAGE_LINES, TABLE, PageMap, resolve
 from readers.pdf.extract import MAX_SECONDS, extract
 from readers.pdf.preview import page_ranges, preview
 from readers.pdf.statements import asked_kinds, statement_pages
+from readers.pdf.structure import adjusted, rows_shown, structure_of, unit_adjustment
 from readers.pdf.tables import page_tables, wants_tables
 from readers.retrieval.bm25index import Mask, Offsets, Scores, UnitIndex, content_tokens
-from readers.retrieval.locate import NO_ADJUSTMENT, Adjustment, Extras, Found, RankingReader, UnitView
+from readers.retrieval.locate import Adjustment, Extras, Found, RankingReader, UnitView
+from readers.retrieval.methods import Adjust
 from readers.retrieval.segment import segment, strip_span
 
 TABLE_PAGES = 3
@@ -120,10 +122,20 @@ class PdfReader(RankingReader):
         return _text_flags(parsed, view)
 
     def adjustment(self, parsed: Parsed, view: UnitView, intent: ReadIntent) -> Adjustment:
-        """A read that names a financial statement, or asks for figures one holds, ranks that statement's
-        pages first (readers.pdf.statements)."""
+        """A filing's structure (readers.pdf.structure): boilerplate pages the read does not ask for are
+        demoted and the statement rows its metrics need lifted, on the raw scores; and a read that names a
+        financial statement, or asks for figures one holds, ranks that statement's pages first
+        (readers.pdf.statements)."""
         lift = _statement_lift(parsed, view, intent.text)
-        return Adjustment(lift=lift, flag="statement-pages") if lift is not None else NO_ADJUSTMENT
+        return Adjustment(raw=_structure(parsed, view, intent.text), lift=lift,
+                          flag="statement-pages" if lift is not None else "")
+
+    def structure(self, parsed: Parsed, slot: str, items: Sequence[EvidenceItem]) -> float:
+        """1.0 when the slot's passages show, on each needed statement's own page, the rows its metric is
+        computed from (readers.pdf.structure.rows_shown: never for reasons, breakdowns or adjusted measures)."""
+        pages = _pages(parsed)
+        shown = [(pages.page_of(item.anchor.char_start), item.text) for item in items]
+        return float(bool(shown) and rows_shown(slot, _known(parsed), shown))
 
     def extras(self, parsed: Parsed, view: UnitView, found: Found, budget: int,
                exclude: Sequence[tuple[int, int]]) -> Extras:
@@ -180,6 +192,28 @@ def _uncited(parsed: Parsed, items: Sequence[EvidenceItem], intent: ReadIntent) 
     ranked = sorted(asked_kinds(intent.text).items(), key=lambda kv: -kv[1])
     pages = [page for kind, _ in ranked for page in known.get(kind, ()) if page not in cited]
     return [f"p{page}" for page in dict.fromkeys(pages)]
+
+
+def _known(parsed: Parsed) -> dict[str, Any]:
+    """The filing's page structure (boilerplate pages, each statement's own page), found on first use."""
+    pages = _pages(parsed)
+
+    def page_texts() -> list[str]:
+        return [parsed.full_view[int(a) : int(b)] for a, b in zip(pages.text_starts, pages.text_ends, strict=True)]
+
+    return structure_of(parsed.data, page_texts, parsed.data.get("statements", {}))
+
+
+def _structure(parsed: Parsed, view: UnitView, text: str) -> Adjust | None:
+    """Boilerplate units demoted and the needed statement rows lifted, on a slot's raw scores (None: neither
+    applies to this read)."""
+    page_of = np.searchsorted(_pages(parsed).marker_starts, view.starts, side="right")
+    found = unit_adjustment(text, _known(parsed), page_of,
+                            lambda u: parsed.full_view[int(view.starts[u]) : int(view.ends[u])])
+    if found is None:
+        return None
+    scale, lift = found
+    return lambda _j, raw: adjusted(raw, scale, lift)
 
 
 def _statement_lift(parsed: Parsed, view: UnitView, text: str) -> Scores | None:
