@@ -29,9 +29,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from readers.ops import OPERATIONS
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.guard.policy import Guard
 from sparsefs.protocol.access import Protocol
+from sparsefs.protocol.grammar import reads_as_virtual, reserved_name
 from sparsefs.protocol.intents import persisted_session
 from sparsefs.protocol.session_file import WRITE_FLAGS, SessionFile
 from sparsefs.source.freshness import Freshness
@@ -242,7 +244,7 @@ class Core:
         return self._open_generated(_Generated(attrs=card.attrs, data=card.content, size=card.attrs["st_size"]))
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
-        rel = self._writable_rel(path)
+        rel = self._new_rel(path)
         fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
         if self.guard is not None:
             self.guard.written(rel)
@@ -275,7 +277,7 @@ class Core:
         elif path is None:
             raise OSError(errno.EBADF, "no path and no handle")
         else:
-            self.root.truncate(self._writable_rel(path), length)
+            self.root.truncate(self._existing_rel(path), length)
         if path is not None and self.guard is not None:
             self.guard.written(relative(path))
         if path is not None:
@@ -327,24 +329,24 @@ class Core:
         self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
 
     def mkdir(self, path: str, mode: int) -> None:
-        self.root.mkdir(self._writable_rel(path), mode)
+        self.root.mkdir(self._new_rel(path), mode)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        self.root.mknod(self._writable_rel(path), mode, dev)
+        self.root.mknod(self._new_rel(path), mode, dev)
 
     def rmdir(self, path: str) -> None:
-        rel = self._writable_rel(path)
+        rel = self._existing_rel(path)
         self.root.rmdir(rel)
         self.freshness.removed_here(rel)
 
     def unlink(self, path: str) -> None:
-        rel = self._writable_rel(path)
+        rel = self._existing_rel(path)
         self.root.unlink(rel)
         self.freshness.removed_here(rel)
         self._source_changed(rel)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
-        old_rel, new_rel = self._writable_rel(old), self._writable_rel(new)
+        old_rel, new_rel = self._existing_rel(old), self._new_rel(new)
         self.root.rename(old_rel, new_rel, flags)
         if self.guard is not None:
             self.guard.written(new_rel)
@@ -352,19 +354,19 @@ class Core:
         self._source_changed(new_rel)
 
     def symlink(self, path: str, target: str) -> None:
-        self.root.symlink(target, self._writable_rel(path))
+        self.root.symlink(target, self._new_rel(path))
 
     def link(self, path: str, existing: str) -> None:
-        self.root.link(self._writable_rel(existing), self._writable_rel(path))
+        self.root.link(self._existing_rel(existing), self._new_rel(path))
 
     def chmod(self, path: str, mode: int) -> None:
-        self.root.chmod(self._writable_rel(path), mode)
+        self.root.chmod(self._existing_rel(path), mode)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
-        self.root.chown(self._writable_rel(path), uid, gid)
+        self.root.chown(self._existing_rel(path), uid, gid)
 
     def utimens(self, path: str, atime_ns: int, mtime_ns: int) -> None:
-        rel = self._writable_rel(path)
+        rel = self._existing_rel(path)
         self.root.utimens(rel, atime_ns, mtime_ns)
         self._source_changed(rel)
 
@@ -383,13 +385,33 @@ class Core:
 
     # ---- virtual files -------------------------------------------------------
     def _is_virtual(self, path: str) -> bool:
-        rel = relative(path)
-        return "@" in rel.rpartition("/")[2] and not self.root.exists(rel)
+        """Does ``path`` read as a virtual file (a pack or an error pack), as ``stat`` would show it?"""
+        parent, _, name = relative(path).rpartition("/")
+        return "@" in name and reads_as_virtual(name, lambda part: self.root.exists(_join(parent, part)), OPERATIONS)
 
     def _writable_rel(self, path: str | None) -> str:
         if path is not None and _is_control(path):
             raise OSError(errno.EROFS, "the control tree is read-only")
         return relative(path)
+
+    def _new_rel(self, path: str) -> str:
+        """A name about to be created (or renamed or linked onto): never one that reads as a virtual file.
+
+        A real file of such a name would shadow the pack from then on, and one made before its base exists
+        (``touch 'x@scout'``, then ``x``) would too; so the whole reserved grammar is refused, base or not
+        (``sparsefs.protocol.grammar.reserved_name``). Real files that already have such a name keep working."""
+        rel = self._writable_rel(path)
+        name = rel.rpartition("/")[2]
+        if "@" in name and reserved_name(name, OPERATIONS) and not self.root.exists(rel):
+            raise OSError(errno.EROFS, "a name that reads as a virtual file cannot be created")
+        return rel
+
+    def _existing_rel(self, path: str) -> str:
+        """An entry about to be changed (unlinked, renamed away, chmod...): a virtual file answers EROFS, as
+        ``stat`` shows it exists and is generated; any other absent name gets the source's own answer."""
+        if self._is_virtual(path):
+            raise OSError(errno.EROFS, "virtual files are read-only")
+        return self._writable_rel(path)
 
     def _open_virtual(self, rel: str, flags: int) -> OpenResult:
         if flags & WRITE_FLAGS:

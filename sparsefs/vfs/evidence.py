@@ -20,7 +20,7 @@ import xxhash
 from readers.base import ReaderError
 from readers.ops import OPERATIONS
 from sparsefs.protocol.access import Protocol, Served, error_pack
-from sparsefs.protocol.grammar import GrammarError, VirtualRequest, close_actions, requested_format, split_name
+from sparsefs.protocol.grammar import GrammarError, VirtualRequest, requested_format, split_name, suffix_is_request
 from sparsefs.protocol.pack import display_name
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.state import StateDB
@@ -156,10 +156,10 @@ class EvidenceFiles:
     def _grammar_error(self, rel: str, name: str, err: GrammarError) -> VirtualFile:
         """A request the grammar refused: an error pack in the format it asked for (read leniently), logged
         against the file it was about, so the stats count it under that file's kind."""
-        if err.unknown_action is not None and not _looks_like_a_request(name, err.unknown_action):
-            raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
         parent = rel.rpartition("/")[0]
         base = err.base or name
+        if not suffix_is_request(name[len(base) + 1 :], OPERATIONS):
+            raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
         fmt = requested_format(name[len(base) + 1 :])
         served = error_pack(display_name(name), None, err.message, err.hint, fmt=fmt)
         entry = _log_entry(rel, served) | {"artifact": display_name(_join(parent, base))}
@@ -203,18 +203,6 @@ def _check_name(name: str) -> None:
 
 def _is_base(name: str) -> bool:
     return name not in (".", "..")
-
-
-def _looks_like_a_request(name: str, word: str) -> bool:
-    """``x@word=...``, ``x@word&...`` or a typo of an action or operation (``@scuot``, ``@summ``) get an
-    error pack: the grammar's own "did you mean" rule, so every typo it would name is answered.
-
-    Any other name with an '@' (``notes.txt@old``, ``src@v2``) is simply absent,
-    so tools can create a real file of that name.
-    """
-    if not word or f"@{word}=" in name or f"@{word}&" in name:
-        return True
-    return bool(close_actions(word, OPERATIONS))
 
 
 def _folders_above(rel: str) -> list[str]:
