@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A module's layer is its first dotted parts that appear here (longest match).
 LAYERS: list[tuple[str, ...]] = [
     ("gate",),
-    ("readers.base", "readers.ops"),  # the contract: base names Operation for type checks only
+    ("readers.base", "readers.ops", "readers.escape"),  # the contract: base names Operation for type checks only
     ("readers.retrieval", "readers.selection"),
     ("readers.kit", "readers.claims"),
     ("readers.text",),
