@@ -97,5 +97,7 @@ def test_error_packs_and_steps_quote_what_they_echo(hostile: Mount) -> None:
     assert error.count("\n") == 2 and error.split("\n")[1].startswith("try:") and "\\u202e" in error
     refine = _cat(mnt / "forged.md@intent=harbor budget; x $(touch pwned)")
     step_line = [line for line in refine.split("\n") if line.startswith("next:")]
-    assert not step_line or "$(touch" not in step_line[0] or "'forged.md@refine=" in step_line[0]
+    assert not step_line or "$(touch" not in step_line[0] or "'@refine=" in step_line[0]
+    for step in step_line[0][6:].split(" · ") if step_line else []:  # pasted in a shell: nothing runs
+        subprocess.run(["sh", "-c", f"cat forged.md{step} > /dev/null"], cwd=mnt, timeout=60, check=False)
     assert not (hostile.source / "pwned").exists()

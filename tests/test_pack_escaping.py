@@ -125,10 +125,11 @@ def test_boundedlines_keep_one_line_per_entry() -> None:
 
 
 def test_steps_with_the_agents_words_are_quoted_whole() -> None:
-    assert shown_step("a.md", "@focus=L10-22") == "@focus=L10-22"
-    assert shown_step("a.md", "@refine=<words>&budget=400") == "@refine=<words>&budget=400"
-    step = shown_step("a b.md", "@refine=x; rm -rf ~ $(reboot)")
-    assert step == shlex.quote("a b.md@refine=x; rm -rf ~ $(reboot)")
-    assert shlex.split(step) == ["a b.md@refine=x; rm -rf ~ $(reboot)"]
-    assert shown_step("d", "@focus=x`id`.md:L1") == "'d@focus=x`id`.md:L1'"
-    assert shown_step("d", "@refine=it's < 3") == shlex.quote("d@refine=it's < 3")
+    assert shown_step("@focus=L10-22") == "@focus=L10-22"
+    assert shown_step("@refine=<words>&budget=400") == "@refine=<words>&budget=400"
+    step = shown_step("@refine=x; rm -rf ~ $(reboot)")
+    assert step == shlex.quote("@refine=x; rm -rf ~ $(reboot)")
+    for path in ("a.md", "'a b.md'"):  # pasted after the path, quoted or not: one word, nothing runs
+        assert shlex.split(f"cat {path}{step}") == ["cat", shlex.split(path)[0] + "@refine=x; rm -rf ~ $(reboot)"]
+    assert shown_step("@focus=x`id`.md:L1") == "'@focus=x`id`.md:L1'"
+    assert shown_step("@refine=it's < 3") == shlex.quote("@refine=it's < 3")

@@ -22,7 +22,7 @@ pack's own ever does. So the pack's own lines are exactly those that do not star
 ``[anchor]`` lines, ``N. slot:`` coverage lines, ``intent (from the session):``, ``next:`` and ``try:``. A
 full-view pack is the exception by design: its header says how many characters follow, and the file follows
 unchanged, with nothing of the pack's after it. A next step that carries the agent's words or a workspace
-name is printed as the whole path, shell-quoted, so pasting it runs nothing.
+name is printed shell-quoted whole, so pasting it after the path runs nothing.
 """
 
 from __future__ import annotations
@@ -120,13 +120,14 @@ def lines_of_content(text: str) -> str:
     return CONTENT_PREFIX + shown if shown and not shown.startswith("\n") else shown
 
 
-def shown_step(artifact: str, step: str) -> str:
+def shown_step(step: str) -> str:
     """A next step as printed: the suffix itself, or, when it carries anything a shell would act on (the
-    agent's words, a member's name), the whole path shell-quoted so that pasting it runs nothing. The
+    agent's words, a member's name), the whole suffix shell-quoted: pasted after the path just read, quoted
+    or not and from any directory, it is still one word and runs nothing (``cat a.md'@refine=x; y'``). The
     placeholders (``@refine=<words>``) stay as they are: they are to be filled in, not pasted."""
     if _SHELL_SAFE.fullmatch(step) or _TEMPLATE.fullmatch(step):
         return step
-    return shlex.quote(escape_name(artifact) + escape_name(step))
+    return shlex.quote(escape_name(step))
 
 
 def _head(pack: EvidencePack) -> str:
@@ -193,7 +194,7 @@ def _coverage_line(number: int, cov: CoverageOut) -> str:
 
 
 def _steps(pack: EvidencePack) -> list[str]:
-    return [shown_step(pack.artifact, step) for step in pack.next_steps]
+    return [shown_step(step) for step in pack.next_steps]
 
 
 def _next(pack: EvidencePack) -> str:

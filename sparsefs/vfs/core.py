@@ -106,7 +106,8 @@ class Core:
         self.artifacts = protocol.artifacts
         self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
         self.session_file = SessionFile(self.protocol.session)
-        self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate)
+        self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate,
+                                      caller=binding.caller)
         self.protocol.session.listen(lambda text: self.evidence.session_changed())
         self.freshness = Freshness(lambda rel: self.on_source_change(rel), root.lstat)  # "off" until watched
         stats.gauges["artifacts_parsed"] = lambda: self.artifacts.parses
@@ -169,6 +170,7 @@ class Core:
 
     def _control_entries(self, path: str) -> list[tuple[str, int, int]]:
         sub = _control_sub(path)
+        self._check_control(sub)
         entries = [(".", stat.S_IFDIR, virtual_ino(path.rstrip("/"))), ("..", stat.S_IFDIR, 1)]
         for name in self.control.listdir(sub):
             mode = stat.S_IFDIR if self.control.is_dir(f"{sub}/{name}".strip("/")) else stat.S_IFREG
@@ -462,17 +464,29 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         root = self.root.lstat("")
         ino = virtual_ino(path.rstrip("/"))
+        others = 0 if _private_control(_control_sub(path)) else 0o055  # the owner's alone, or everyone's to read
         if node.is_dir:  # its listing changes without notice: a new mtime drops the kernel's cached one
             now = time.time_ns()
-            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
+            return _synthetic(root, stat.S_IFDIR | 0o500 | others, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
         if node.writable:
-            return _synthetic(root, stat.S_IFREG | 0o644, len(node.content or b""), ino)
+            return _synthetic(root, stat.S_IFREG | 0o600, len(node.content or b""), ino)
         if node.live_log:
-            return _synthetic(root, stat.S_IFREG | 0o444, self.control.log_size(), ino)
+            return _synthetic(root, stat.S_IFREG | 0o400, self.control.log_size(), ino)
         self._snapshots[path] = node.content or b""  # open serves exactly what this size describes
-        return _synthetic(root, stat.S_IFREG | 0o444, len(self._snapshots[path]), ino)
+        return _synthetic(root, stat.S_IFREG | 0o400 | others & 0o044, len(self._snapshots[path]), ino)
+
+    def _check_control(self, sub: str) -> None:
+        """The control tree belongs to the source root's owner (and root): its log, stats, episodes and session
+        hold every caller's questions, paths and anchors. SKILL.md and ready are everyone's (the kernel checks
+        the same modes with --allow-other; this holds without it too)."""
+        creds = self.binding.caller()
+        if creds is None or creds.reads_everything or not _private_control(sub):
+            return
+        if creds.uid != self.root.lstat("").st_uid:
+            raise OSError(errno.EACCES, "the control tree's log, stats, episodes and session are the owner's")
 
     def _control_content(self, path: str, flags: int) -> _Generated:
+        self._check_control(_control_sub(path))
         node = self.control.node(_control_sub(path))
         if node is not None and node.writable:
             return self._session_handle(path, flags)
@@ -486,6 +500,11 @@ class Core:
         if node.live_log:
             return _Generated(attrs=attrs, log_fd=self.control.open_log())
         return _Generated(attrs=attrs, data=self._snapshots.setdefault(path, node.content or b""))
+
+
+def _private_control(sub: str) -> bool:
+    """Everything in the control tree but the directory itself, SKILL.md and ready (sparsefs.vfs.control)."""
+    return sub not in ("", "SKILL.md", "ready")
 
 
 def _is_session(path: str) -> bool:

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import xxhash
 
 from readers.base import ReaderError
 from readers.ops import OPERATIONS
+from sparsefs.guard.proc import read_stat
 from sparsefs.protocol.access import Protocol, Served, error_pack
 from sparsefs.protocol.grammar import GrammarError, VirtualRequest, requested_format, split_name, suffix_is_request
 from sparsefs.protocol.pack import display_name
+from sparsefs.source.access import Credentials, Permissions, viewing_as
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
@@ -29,6 +33,8 @@ from sparsefs.vfs.virtual import VirtualFile, VirtualMemo
 
 MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
 _LOCK_STRIPES = 64
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 SESSION_ACTIONS = frozenset({"intent", "collect", "refine", "verify"})  # the session intent fills in or re-ranks
 
 
@@ -36,9 +42,13 @@ class EvidenceFiles:
     """Builds, freezes and accounts the content of virtual paths."""
 
     def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats, state: StateDB | None = None,
-                 invalidate: Callable[[str], None] = lambda path: None) -> None:
-        """``invalidate``: the binding's kernel invalidation (sparsefs.vfs.binding)."""
+                 invalidate: Callable[[str], None] = lambda path: None,
+                 caller: Callable[[], Credentials | None] = lambda: None) -> None:
+        """``invalidate``: the binding's kernel invalidation; ``caller``: the credentials of the process being
+        answered (sparsefs.vfs.binding), against which every pack is checked (sparsefs.source.access)."""
         self.root = root
+        self.caller = caller
+        self.permissions = Permissions(root)
         self.state = state
         self.protocol = protocol
         self.artifacts = protocol.artifacts
@@ -64,7 +74,11 @@ class EvidenceFiles:
         if split is None:
             raise OSError(errno.ENOENT, "no such file")
         base, request = split
-        return self._pack_file(rel, _join(parent, base), request)
+        creds = self.caller()
+        self.permissions.check(creds, _join(parent, base))  # what the caller could not cat: EACCES, nothing built
+        with viewing_as(creds):  # a folder is built of what this caller may read, and frozen per such view
+            virtual = self._pack_file(rel, _join(parent, base), request)
+        return self._current_attrs(virtual) if virtual.raw_rel is None and virtual.base_rel else virtual
 
     def stat(self, rel: str) -> dict[str, int]:
         """Attributes for the kernel; remembers which version's size it was given."""
@@ -88,7 +102,7 @@ class EvidenceFiles:
             if self._delivered.get(virtual.rel) == virtual.version:
                 return
             self._delivered[virtual.rel] = virtual.version
-        self.stats.record_pack(virtual.log_entry)
+        self.stats.record_pack(virtual.log_entry | _served_to(self.caller()))
 
     def source_changed(self, rel: str) -> None:
         """``rel`` may have changed: the kernel must ask again for its packs' sizes.
@@ -111,9 +125,7 @@ class EvidenceFiles:
     def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
         self._sizes_handed_out.add(base_rel)  # before building: a change meanwhile must invalidate
         if request.action == "raw":
-            raw = VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
-            self.memo.put(raw)  # remembered so a change of the base invalidates its size too
-            return raw
+            return self._raw(rel, base_rel, request)
         with self._lock_for(base_rel):
             return self._current(rel, base_rel, request)
 
@@ -146,6 +158,37 @@ class EvidenceFiles:
 
 
 
+    def _raw(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        """The original bytes, proxied live; what has none (a FIFO, a socket, a directory, a link out of the
+        root) answers an error pack like every other action."""
+        try:
+            st = self._confined_stat(base_rel)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.ELOOP):
+                raise
+            return self._error_file(rel, base_rel, request, "this path leads outside the mounted source root "
+                                    "(a symlink); it is not served", "ask about a file inside the workspace")
+        if not stat.S_ISREG(st.st_mode):
+            what = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            return self._error_file(rel, base_rel, request, f"@raw needs a regular file; this is {what}",
+                                    "list a directory with ls, or ask it @scout; other files have no bytes to read")
+        raw = VirtualFile.raw(rel, base_rel, st)
+        self.memo.put(raw)  # remembered so a change of the base invalidates its size too
+        return raw
+
+    def _error_file(self, rel: str, base_rel: str, request: VirtualRequest, message: str, hint: str) -> VirtualFile:
+        served = error_pack(base_rel, request, message, hint)
+        return VirtualFile.generated(rel, base_rel, "", self.root.lstat(base_rel), served.content,
+                                     _log_entry(rel, served))
+
+    def _current_attrs(self, virtual: VirtualFile) -> VirtualFile:
+        """A pack remembered from earlier, with its base's mode and owner as they are now (a chmod since)."""
+        st = self._key_stat(virtual.base_rel)
+        mode = stat.S_IFREG | (st.st_mode & 0o444)
+        if (virtual.attrs["st_mode"], virtual.attrs["st_uid"], virtual.attrs["st_gid"]) == (mode, st.st_uid, st.st_gid):
+            return virtual
+        return replace(virtual, attrs=virtual.attrs | {"st_mode": mode, "st_uid": st.st_uid, "st_gid": st.st_gid})
+
     def _version(self, base_rel: str) -> str:
         """The artifact's fingerprint; '' when it cannot be read as an artifact."""
         try:
@@ -160,6 +203,7 @@ class EvidenceFiles:
         base = err.base or name
         if not suffix_is_request(name[len(base) + 1 :], OPERATIONS):
             raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
+        self.permissions.check(self.caller(), _join(parent, base))
         fmt = requested_format(name[len(base) + 1 :])
         served = error_pack(display_name(name), None, err.message, err.hint, fmt=fmt)
         entry = _log_entry(rel, served) | {"artifact": display_name(_join(parent, base))}
@@ -213,6 +257,14 @@ def _folders_above(rel: str) -> list[str]:
 
 def _join(parent: str, name: str) -> str:
     return f"{parent}/{name}" if parent else name
+
+
+def _served_to(creds: Credentials | None) -> dict[str, Any]:
+    """Who a pack was served to, as guard lines say it: pid, uid and the process's name (none in process)."""
+    if creds is None:
+        return {}
+    info = read_stat(creds.pid) if creds.pid > 0 else None
+    return {"pid": creds.pid, "uid": creds.uid, "comm": info[0] if info is not None else None}
 
 
 def _log_entry(rel: str, served: Served) -> dict[str, Any]:
