@@ -136,3 +136,13 @@ def test_the_control_tree_is_the_owners(shared: Mount) -> None:
     assert "evil" not in (control / "session").read_text()
     episodes = sorted(os.listdir(control / "episodes"))
     assert episodes and _cat(control / "episodes" / episodes[0]).returncode != 0
+    assert _as_nobody("truncate", "-s", "0", str(control / "session")).returncode != 0
+
+
+def test_the_owners_session_intent_neither_steers_nor_shows_in_another_uids_packs(shared: Mount) -> None:
+    mnt = shared.mountpoint
+    (mnt / ".sparsefs" / "session").write_text(f"the tug fleet of {SECRET} project\n")
+    own = (mnt / "team/notes.md@intent").read_text()  # no words of its own: the session intent fills in
+    assert SECRET in own
+    other = _cat(mnt / "team/notes.md@intent")
+    assert other.returncode == 0 and SECRET.encode() not in other.stdout

@@ -272,6 +272,7 @@ class Core:
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> None:
         if (fh is not None and fh >= _HANDLE_BASE) or (path is not None and _is_session(path)):
+            self._check_control(SESSION_FILE)
             self._truncate_session(fh, length)
             return
         if fh is not None and fh < _HANDLE_BASE:

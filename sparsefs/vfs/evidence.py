@@ -130,7 +130,7 @@ class EvidenceFiles:
             return self._current(rel, base_rel, request)
 
     def _current(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
-        text = self.protocol.session.text  # read once: the pack is built and frozen under this one
+        text = self._session_text()  # read once: the pack is built and frozen under this one
         session = _session_mark(request, text)
         version = self._version(base_rel) + session
         cached = self.memo.get(rel, version) or self._persisted(rel, base_rel, version)
@@ -157,6 +157,14 @@ class EvidenceFiles:
         return virtual
 
 
+
+    def _session_text(self) -> str:
+        """The session intent, for its owner's reads (the source root's owner, root, or no mount); none for
+        another uid's: it is the owner's standing objective, neither to steer nor to be shown in their packs."""
+        creds = self.caller()
+        if creds is None or creds.reads_everything or creds.uid == self.root.lstat("").st_uid:
+            return self.protocol.session.text
+        return ""
 
     def _raw(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
         """The original bytes, proxied live; what has none (a FIFO, a socket, a directory, a link out of the
