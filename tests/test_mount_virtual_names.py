@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,30 @@ def test_names_that_are_no_request_and_existing_reserved_files_keep_working(mirr
     real.write_text("still writable\n")
     os.rename(real, mnt / "renamed.txt")
     assert (src / "renamed.txt").read_text() == "still writable\n" and not (src / "notes.txt@scout").exists()
+
+
+# What the MCP filesystem server's write_file does (@modelcontextprotocol/server-filesystem, writeFileContent):
+# an exclusive create, and on EEXIST a temporary file renamed over the target.
+MCP_WRITE_FILE = """
+const fs = require("fs");
+const [target, content] = process.argv.slice(1);
+try {
+  fs.writeFileSync(target, content, { encoding: "utf-8", flag: "wx" });
+  console.log("created");
+} catch (error) {
+  if (error.code !== "EEXIST") { console.log(error.code); process.exit(0); }
+  const temp = `${target}.${require("crypto").randomBytes(16).toString("hex")}.tmp`;
+  fs.writeFileSync(temp, content, "utf-8");
+  try { fs.renameSync(temp, target); console.log("replaced"); }
+  catch (renamed) { fs.unlinkSync(temp); console.log(renamed.code); }
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["annual-report.md@scout", "later.md@intent=x"])
+def test_the_mcp_filesystem_servers_write_file_is_refused(mirror: Mount, target: str) -> None:
+    mnt, src = mirror.mountpoint, mirror.source
+    done = subprocess.run(["node", "-e", MCP_WRITE_FILE, str(mnt / target), "planted"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "EROFS", (done.stdout, done.stderr)  # an error, never a reported success
+    assert not os.path.lexists(src / target) and not [p for p in os.listdir(src) if p.endswith(".tmp")]
