@@ -29,11 +29,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from readers.ops import OPERATIONS
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.guard.policy import Guard
 from sparsefs.protocol.access import Protocol
-from sparsefs.protocol.grammar import reads_as_virtual, reserved_name
 from sparsefs.protocol.intents import persisted_session
 from sparsefs.protocol.session_file import WRITE_FLAGS, SessionFile
 from sparsefs.source.freshness import Freshness
@@ -43,6 +41,8 @@ from sparsefs.store.stats import Stats
 from sparsefs.vfs.binding import NULL, Binding
 from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree
 from sparsefs.vfs.evidence import EvidenceFiles
+from sparsefs.vfs.namespace import Namespace
+from sparsefs.vfs.namespace import is_control as _is_control
 from sparsefs.vfs.virtual import virtual_ino
 
 _HANDLE_BASE = 1 << 40
@@ -109,6 +109,7 @@ class Core:
         self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate,
                                       caller=binding.caller)
         self.protocol.session.listen(lambda text: self.evidence.session_changed())
+        self.names = Namespace(root)  # what may be written: never the control tree or a virtual name
         self.freshness = Freshness(lambda rel: self.on_source_change(rel), root.lstat)  # "off" until watched
         stats.gauges["artifacts_parsed"] = lambda: self.artifacts.parses
         stats.gauges["artifacts_loaded_from_disk"] = lambda: self.artifacts.disk_loads
@@ -178,7 +179,7 @@ class Core:
         return entries
 
     def readlink(self, path: str) -> str:
-        return self.root.readlink(self._writable_rel(path))
+        return self.root.readlink(self.names.writable(path))
 
     def statfs(self, path: str) -> dict[str, int]:
         """The source's numbers, its name limit included: tools that trust pathconf(NAME_MAX) must not
@@ -190,7 +191,7 @@ class Core:
         return {key: getattr(sv, key) for key in keys}
 
     def access(self, path: str, mode: int) -> None:
-        if _is_control(path) or self._is_virtual(path):
+        if _is_control(path) or self.names.is_virtual(path):
             if mode & os.W_OK and not _is_session(path):
                 raise OSError(errno.EROFS, "generated files are read-only")
             return
@@ -216,7 +217,7 @@ class Core:
         self.root.removexattr(relative(path), name)
 
     def _generated_path(self, path: str) -> bool:
-        return _is_control(path) or self._is_virtual(path)
+        return _is_control(path) or self.names.is_virtual(path)
 
     # ---- open / read / write ------------------------------------------------
     def open(self, path: str, flags: int) -> OpenResult:
@@ -246,7 +247,7 @@ class Core:
         return self._open_generated(_Generated(attrs=card.attrs, data=card.content, size=card.attrs["st_size"]))
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
-        rel = self._new_rel(path)
+        rel = self.names.new(path)
         fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
         if self.guard is not None:
             self.guard.written(rel)
@@ -280,7 +281,7 @@ class Core:
         elif path is None:
             raise OSError(errno.EBADF, "no path and no handle")
         else:
-            self.root.truncate(self._existing_rel(path), length)
+            self.root.truncate(self.names.existing(path), length)
         if path is not None and self.guard is not None:
             self.guard.written(relative(path))
         if path is not None:
@@ -327,29 +328,29 @@ class Core:
         """
         if os.geteuid() != 0 or (uid, gid) == (0, 0):
             return
-        rel = self._writable_rel(path)
+        rel = self.names.writable(path)
         parent = self.root.lstat(rel.rpartition("/")[0])
         self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
 
     def mkdir(self, path: str, mode: int) -> None:
-        self.root.mkdir(self._new_rel(path), mode)
+        self.root.mkdir(self.names.new(path), mode)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        self.root.mknod(self._new_rel(path), mode, dev)
+        self.root.mknod(self.names.new(path), mode, dev)
 
     def rmdir(self, path: str) -> None:
-        rel = self._existing_rel(path)
+        rel = self.names.existing(path)
         self.root.rmdir(rel)
         self.freshness.removed_here(rel)
 
     def unlink(self, path: str) -> None:
-        rel = self._existing_rel(path)
+        rel = self.names.existing(path)
         self.root.unlink(rel)
         self.freshness.removed_here(rel)
         self._source_changed(rel)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
-        old_rel, new_rel = self._existing_rel(old), self._new_rel(new)
+        old_rel, new_rel = self.names.existing(old), self.names.new(new)
         self.root.rename(old_rel, new_rel, flags)
         if self.guard is not None:
             self.guard.written(new_rel)
@@ -357,19 +358,19 @@ class Core:
         self._source_changed(new_rel)
 
     def symlink(self, path: str, target: str) -> None:
-        self.root.symlink(target, self._new_rel(path))
+        self.root.symlink(target, self.names.new(path))
 
     def link(self, path: str, existing: str) -> None:
-        self.root.link(self._existing_rel(existing), self._new_rel(path))
+        self.root.link(self.names.existing(existing), self.names.new(path))
 
     def chmod(self, path: str, mode: int) -> None:
-        self.root.chmod(self._existing_rel(path), mode)
+        self.root.chmod(self.names.existing(path), mode)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
-        self.root.chown(self._existing_rel(path), uid, gid)
+        self.root.chown(self.names.existing(path), uid, gid)
 
     def utimens(self, path: str, atime_ns: int, mtime_ns: int) -> None:
-        rel = self._existing_rel(path)
+        rel = self.names.existing(path)
         self.root.utimens(rel, atime_ns, mtime_ns)
         self._source_changed(rel)
 
@@ -387,35 +388,6 @@ class Core:
         self.evidence.source_changed(rel)
 
     # ---- virtual files -------------------------------------------------------
-    def _is_virtual(self, path: str) -> bool:
-        """Does ``path`` read as a virtual file (a pack or an error pack), as ``stat`` would show it?"""
-        parent, _, name = relative(path).rpartition("/")
-        return "@" in name and reads_as_virtual(name, lambda part: self.root.exists(_join(parent, part)), OPERATIONS)
-
-    def _writable_rel(self, path: str | None) -> str:
-        if path is not None and _is_control(path):
-            raise OSError(errno.EROFS, "the control tree is read-only")
-        return relative(path)
-
-    def _new_rel(self, path: str) -> str:
-        """A name about to be created (or renamed or linked onto): never one that reads as a virtual file.
-
-        A real file of such a name would shadow the pack from then on, and one made before its base exists
-        (``touch 'x@scout'``, then ``x``) would too; so the whole reserved grammar is refused, base or not
-        (``sparsefs.protocol.grammar.reserved_name``). Real files that already have such a name keep working."""
-        rel = self._writable_rel(path)
-        name = rel.rpartition("/")[2]
-        if "@" in name and reserved_name(name, OPERATIONS) and not self.root.exists(rel):
-            raise OSError(errno.EROFS, "a name that reads as a virtual file cannot be created")
-        return rel
-
-    def _existing_rel(self, path: str) -> str:
-        """An entry about to be changed (unlinked, renamed away, chmod...): a virtual file answers EROFS, as
-        ``stat`` shows it exists and is generated; any other absent name gets the source's own answer."""
-        if self._is_virtual(path):
-            raise OSError(errno.EROFS, "virtual files are read-only")
-        return self._writable_rel(path)
-
     def _open_virtual(self, rel: str, flags: int) -> OpenResult:
         if flags & WRITE_FLAGS:
             raise OSError(errno.EROFS, "virtual files are read-only")
@@ -512,16 +484,8 @@ def _is_session(path: str) -> bool:
     return path == f"{_CONTROL_PREFIX}/{SESSION_FILE}"
 
 
-def _is_control(path: str) -> bool:
-    return path == _CONTROL_PREFIX or path.startswith(_CONTROL_PREFIX + "/")
-
-
 def _control_sub(path: str) -> str:
     return path[len(_CONTROL_PREFIX) :].strip("/")
-
-
-def _join(parent: str, name: str) -> str:
-    return f"{parent}/{name}" if parent else name
 
 
 def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:
