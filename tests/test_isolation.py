@@ -169,7 +169,8 @@ def test_a_tree_holding_our_own_code_is_refused(tmp_path: Path) -> None:
         done = _run([SPARSEFS, "mount", home, str(view), "--state-dir", str(tmp_path / "state")], Path("/"))
         assert done.returncode != 0 and "inside the served tree" in done.stderr, done.stderr
         assert mounts.find_mount(view) is None
-        assert isolation.served_code([Path(sys.prefix).parent]) is not None
+        assert isolation.served_code([Path(sys.prefix).parent]) is not None  # holds the interpreter's prefix
+        assert isolation.served_code([Path(home) / "sparsefs" / "demo"]) is not None  # inside our own code
         assert isolation.served_code([tmp_path]) is None
     finally:
         _cleanup(view)

@@ -17,8 +17,9 @@ workspace). So:
   entries a working directory can reach (:func:`scrub_import_path`), so a lazy
   import later (a Reader's library, after a ``chdir``) never resolves in it;
 * a mount refuses a source or mountpoint that holds any directory Python
-  imports from (:func:`served_code`): the agent could rewrite the daemon's own
-  code there, and in place the daemon would import through its own mount.
+  imports from, or lies inside one (:func:`served_code`): the agent could
+  rewrite the daemon's own code there, and in place the daemon would import
+  through its own mount.
 
 Parse children are forked from a daemon so isolated and move to ``/`` too
 (``sparsefs.artifacts.bounded``).
@@ -98,10 +99,12 @@ def import_dirs() -> list[str]:
 
 
 def served_code(trees: Iterable[Path]) -> str | None:
-    """The first import directory inside one of ``trees`` (resolved paths), or None: a mount must refuse it."""
+    """The first import directory inside one of ``trees``, or holding one (resolved paths), or None: a mount
+    must refuse it. Inside: the agent could rewrite what Python imports; holding: a served folder under an
+    import directory is itself importable by its name (``site-packages/xxhash`` as ``import xxhash``)."""
     resolved = [Path(os.path.realpath(tree)) for tree in trees]
     for entry in import_dirs():
         for tree in resolved:
-            if Path(entry).is_relative_to(tree):
+            if Path(entry).is_relative_to(tree) or tree.is_relative_to(entry):
                 return entry
     return None
