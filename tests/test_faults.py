@@ -1,7 +1,7 @@
 """Faults: a daemon SIGKILLed mid-write, a stale mountpoint, Readers that hang, blow up or crash.
 
-Faulty Readers are planted in the daemon with a ``sitecustomize`` module on
-PYTHONPATH (written at test time): it registers Readers for ``.hang``,
+Faulty Readers are planted in the daemon with a ``sitecustomize`` module given to
+``mountutil.start(plugins=...)`` (written at test time): it registers Readers for ``.hang``,
 ``.blowup``, ``.crash`` and ``.raise`` files that do what their names say.
 Their inputs are larger than the in-process threshold, so each parse runs in a
 bounded child (sparsefs.artifacts.bounded); the tests check the caller gets an error
@@ -186,14 +186,13 @@ def faulty_mount(workspace: Path, tmp_path: Path, backend: str, monkeypatch: pyt
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "sitecustomize.py").write_text(textwrap.dedent(FAULTY_READERS))
-    monkeypatch.setenv("PYTHONPATH", f"{plugins}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.setenv("SPARSEFS_PARSE_SECONDS", str(PARSE_BOUND_S))
     monkeypatch.setenv("SPARSEFS_PARSE_MEMORY_MB", "512")
     for kind in ("hang", "blowup", "crash", "raise"):
         (workspace / f"bad.{kind}").write_text("some text to parse\n" * 20_000)  # past the in-process threshold
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    mount = mountutil.start(workspace, mnt, tmp_path / "state", backend=backend)
+    mount = mountutil.start(workspace, mnt, tmp_path / "state", backend=backend, plugins=plugins)
     try:
         with mountutil.hang_guard(mount, HANG_GUARD_S):
             yield mount

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A module's layer is its first dotted parts that appear here (longest match).
 LAYERS: list[tuple[str, ...]] = [
     ("gate",),
-    ("readers.actions", "readers.base", "readers.ops"),  # the contract, its actions table (Operation: type checks)
+    ("readers.actions", "readers.base", "readers.ops", "readers.escape"),  # the contract, its actions table, escaping
     ("readers.retrieval", "readers.selection"),
     ("readers.kit", "readers.claims"),
     ("readers.text",),

@@ -8,7 +8,6 @@ selector, known to the guard, and part of the store's code version.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -107,12 +106,11 @@ def test_a_toy_file_is_served_through_a_mount(tmp_path: Path, monkeypatch: pytes
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "sitecustomize.py").write_text(textwrap.dedent(SITECUSTOMIZE))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugins), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     source, mnt = tmp_path / "ws", tmp_path / "mnt"
     source.mkdir()
     mnt.mkdir()
     (source / "poem.toy").write_text(poem())
-    mount = mountutil.start(source, mnt, tmp_path / "state")
+    mount = mountutil.start(source, mnt, tmp_path / "state", plugins=plugins)  # the daemon runs -I: no PYTHONPATH
     try:
         with mountutil.hang_guard(mount, HANG_GUARD_S):
             result = subprocess.run(["cat", str(mnt / "poem.toy@intent=lighthouse keeper")], capture_output=True,

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sparsefs.app import cli_tools
+from sparsefs.app import cli_tools, isolation
 from sparsefs.app.daemon import MountError, MountPlan, check_cache, configure_logging, plan_mount, run
 from sparsefs.fuse import backends, mounts
 from sparsefs.guard.policy import DEFAULT_THRESHOLD, kind_extensions, parse_kinds
@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    isolation.scrub_import_path()  # no later import may resolve in the working directory (often the workspace)
     args = build_parser().parse_args(argv)
     handlers = {"mount": cmd_mount, "umount": cmd_umount, "doctor": cmd_doctor, "demo": cmd_demo,
                 "episodes": cmd_episodes}
@@ -95,8 +96,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     log_path = plan.state_dir / "daemon.log"
-    command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(plan.source), str(plan.mountpoint),
-               "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
+    command = isolation.python_argv("mount", "-f", str(plan.source), str(plan.mountpoint),
+                                    "--state-dir", str(plan.state_dir), "--backend", plan.backend,
+                                    "--readers", str(plan.readers))
     command += ["--spin-us", str(plan.spin_us)] if plan.spin_us is not None else []
     command += ["--session-intent", plan.session_intent] if plan.session_intent is not None else []
     command += ["--memory-mb", str(plan.memory_mb)] if plan.memory_mb is not None else []
@@ -108,7 +110,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     env = {**os.environ, **({cli_tools.CACHE_ENV: plan.cache} if plan.cache else {})}  # not argv: ps shows it
     with open(log_path, "ab") as log:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                 start_new_session=True, env=env)
+                                 start_new_session=True, env=env, cwd="/")
     if not mounts.wait_ready(plan.mountpoint, READY_TIMEOUT_S, alive=lambda: child.poll() is None, pid=child.pid):
         print(f"sparsefs: mount did not become ready; daemon log {log_path}:", file=sys.stderr)
         print(_tail(log_path), file=sys.stderr)

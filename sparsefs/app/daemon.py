@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparsefs.app import compose
+from sparsefs.app import compose, isolation
 from sparsefs.app.compose import default_state_dir
 from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.app.sdnotify import Readiness
@@ -61,6 +61,7 @@ def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow
     if not src.is_dir():
         raise MountError(f"source {src} is not a directory")
     _check_mountpoint(src, mnt)
+    _check_no_code_served(src, mnt)
     state = Path(state_dir).resolve() if state_dir else default_state_dir(src)
     if state.is_relative_to(src) and mnt == src:
         raise MountError(f"the state directory {state} must not be inside the in-place mount")
@@ -84,6 +85,16 @@ def check_cache(url: str | None) -> str | None:
     except EngineUnavailable as err:
         raise MountError(str(err)) from None
     return url
+
+
+def _check_no_code_served(src: Path, mnt: Path) -> None:
+    """Refuse to serve a tree Python imports from: the agent could rewrite the daemon's own code (run as root
+    at its next start), and in place the daemon would import through its own mount (sparsefs.app.isolation)."""
+    inside = isolation.served_code({src, mnt})
+    if inside is not None:
+        raise MountError(f"{inside} (where this Python imports code from) is inside the served tree: an agent "
+                         "could change what the daemon runs; install sparsefs outside it (pipx, /opt) or serve "
+                         "a folder that does not hold it")
 
 
 def _check_state_dir(state: Path) -> None:
@@ -165,6 +176,8 @@ def _recover_stale(mnt: Path) -> None:
 
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
+    os.chdir("/")  # nothing relative ever resolves in the workspace; forked parse children start here too
+    _check_no_code_served(plan.source, plan.mountpoint)
     serve = backends.server(plan.backend, plan.readers, plan.spin_us)
     memory.tune_allocator()  # before the serving threads exist: each could otherwise get an arena of its own
     cap = memory.set_process_cap(plan.memory_mb)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
 
+from sparsefs.app.isolation import python_argv
 from sparsefs.fuse import mounts
 
 STEPS = [
@@ -37,14 +37,14 @@ def run_demo(keep: bool = False) -> int:
     workspace, state = base / "workspace", base / "state"
     _copy_workspace(workspace)
     print(f"# SparseFS demo: mounting a sample workspace in place at {workspace}")
-    mount = [sys.executable, "-m", "sparsefs", "mount", str(workspace), "--state-dir", str(state)]
-    if subprocess.run(mount, timeout=60, check=False).returncode != 0:
+    mount = python_argv("mount", str(workspace), "--state-dir", str(state))
+    if subprocess.run(mount, timeout=60, check=False, cwd="/").returncode != 0:
         return 1
     try:
         return _show(workspace)
     finally:
         if not keep:
-            subprocess.run([sys.executable, "-m", "sparsefs", "umount", str(workspace)], timeout=30, check=False)
+            subprocess.run(python_argv("umount", str(workspace)), timeout=30, check=False, cwd="/")
         else:
             print(f"\nstill mounted; unmount with: sparsefs umount {shlex.quote(str(workspace))}")
 

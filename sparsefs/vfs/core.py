@@ -41,6 +41,8 @@ from sparsefs.store.stats import Stats
 from sparsefs.vfs.binding import NULL, Binding
 from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree
 from sparsefs.vfs.evidence import EvidenceFiles
+from sparsefs.vfs.namespace import Namespace
+from sparsefs.vfs.namespace import is_control as _is_control
 from sparsefs.vfs.virtual import virtual_ino
 
 _HANDLE_BASE = 1 << 40
@@ -104,8 +106,10 @@ class Core:
         self.artifacts = protocol.artifacts
         self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
         self.session_file = SessionFile(self.protocol.session)
-        self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate)
+        self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate,
+                                      caller=binding.caller)
         self.protocol.session.listen(lambda text: self.evidence.session_changed())
+        self.names = Namespace(root)  # what may be written: never the control tree or a virtual name
         self.freshness = Freshness(lambda rel: self.on_source_change(rel), root.lstat)  # "off" until watched
         stats.gauges["artifacts_parsed"] = lambda: self.artifacts.parses
         stats.gauges["artifacts_loaded_from_disk"] = lambda: self.artifacts.disk_loads
@@ -167,6 +171,7 @@ class Core:
 
     def _control_entries(self, path: str) -> list[tuple[str, int, int]]:
         sub = _control_sub(path)
+        self._check_control(sub)
         entries = [(".", stat.S_IFDIR, virtual_ino(path.rstrip("/"))), ("..", stat.S_IFDIR, 1)]
         for name in self.control.listdir(sub):
             mode = stat.S_IFDIR if self.control.is_dir(f"{sub}/{name}".strip("/")) else stat.S_IFREG
@@ -174,7 +179,7 @@ class Core:
         return entries
 
     def readlink(self, path: str) -> str:
-        return self.root.readlink(self._writable_rel(path))
+        return self.root.readlink(self.names.writable(path))
 
     def statfs(self, path: str) -> dict[str, int]:
         """The source's numbers, its name limit included: tools that trust pathconf(NAME_MAX) must not
@@ -186,7 +191,7 @@ class Core:
         return {key: getattr(sv, key) for key in keys}
 
     def access(self, path: str, mode: int) -> None:
-        if _is_control(path) or self._is_virtual(path):
+        if _is_control(path) or self.names.is_virtual(path):
             if mode & os.W_OK and not _is_session(path):
                 raise OSError(errno.EROFS, "generated files are read-only")
             return
@@ -212,7 +217,7 @@ class Core:
         self.root.removexattr(relative(path), name)
 
     def _generated_path(self, path: str) -> bool:
-        return _is_control(path) or self._is_virtual(path)
+        return _is_control(path) or self.names.is_virtual(path)
 
     # ---- open / read / write ------------------------------------------------
     def open(self, path: str, flags: int) -> OpenResult:
@@ -242,7 +247,7 @@ class Core:
         return self._open_generated(_Generated(attrs=card.attrs, data=card.content, size=card.attrs["st_size"]))
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
-        rel = self._writable_rel(path)
+        rel = self.names.new(path)
         fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
         if self.guard is not None:
             self.guard.written(rel)
@@ -268,6 +273,7 @@ class Core:
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> None:
         if (fh is not None and fh >= _HANDLE_BASE) or (path is not None and _is_session(path)):
+            self._check_control(SESSION_FILE)
             self._truncate_session(fh, length)
             return
         if fh is not None and fh < _HANDLE_BASE:
@@ -275,7 +281,7 @@ class Core:
         elif path is None:
             raise OSError(errno.EBADF, "no path and no handle")
         else:
-            self.root.truncate(self._writable_rel(path), length)
+            self.root.truncate(self.names.existing(path), length)
         if path is not None and self.guard is not None:
             self.guard.written(relative(path))
         if path is not None:
@@ -322,29 +328,29 @@ class Core:
         """
         if os.geteuid() != 0 or (uid, gid) == (0, 0):
             return
-        rel = self._writable_rel(path)
+        rel = self.names.writable(path)
         parent = self.root.lstat(rel.rpartition("/")[0])
         self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
 
     def mkdir(self, path: str, mode: int) -> None:
-        self.root.mkdir(self._writable_rel(path), mode)
+        self.root.mkdir(self.names.new(path), mode)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        self.root.mknod(self._writable_rel(path), mode, dev)
+        self.root.mknod(self.names.new(path), mode, dev)
 
     def rmdir(self, path: str) -> None:
-        rel = self._writable_rel(path)
+        rel = self.names.existing(path)
         self.root.rmdir(rel)
         self.freshness.removed_here(rel)
 
     def unlink(self, path: str) -> None:
-        rel = self._writable_rel(path)
+        rel = self.names.existing(path)
         self.root.unlink(rel)
         self.freshness.removed_here(rel)
         self._source_changed(rel)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
-        old_rel, new_rel = self._writable_rel(old), self._writable_rel(new)
+        old_rel, new_rel = self.names.existing(old), self.names.new(new)
         self.root.rename(old_rel, new_rel, flags)
         if self.guard is not None:
             self.guard.written(new_rel)
@@ -352,19 +358,19 @@ class Core:
         self._source_changed(new_rel)
 
     def symlink(self, path: str, target: str) -> None:
-        self.root.symlink(target, self._writable_rel(path))
+        self.root.symlink(target, self.names.new(path))
 
     def link(self, path: str, existing: str) -> None:
-        self.root.link(self._writable_rel(existing), self._writable_rel(path))
+        self.root.link(self.names.existing(existing), self.names.new(path))
 
     def chmod(self, path: str, mode: int) -> None:
-        self.root.chmod(self._writable_rel(path), mode)
+        self.root.chmod(self.names.existing(path), mode)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
-        self.root.chown(self._writable_rel(path), uid, gid)
+        self.root.chown(self.names.existing(path), uid, gid)
 
     def utimens(self, path: str, atime_ns: int, mtime_ns: int) -> None:
-        rel = self._writable_rel(path)
+        rel = self.names.existing(path)
         self.root.utimens(rel, atime_ns, mtime_ns)
         self._source_changed(rel)
 
@@ -382,15 +388,6 @@ class Core:
         self.evidence.source_changed(rel)
 
     # ---- virtual files -------------------------------------------------------
-    def _is_virtual(self, path: str) -> bool:
-        rel = relative(path)
-        return "@" in rel.rpartition("/")[2] and not self.root.exists(rel)
-
-    def _writable_rel(self, path: str | None) -> str:
-        if path is not None and _is_control(path):
-            raise OSError(errno.EROFS, "the control tree is read-only")
-        return relative(path)
-
     def _open_virtual(self, rel: str, flags: int) -> OpenResult:
         if flags & WRITE_FLAGS:
             raise OSError(errno.EROFS, "virtual files are read-only")
@@ -440,17 +437,29 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         root = self.root.lstat("")
         ino = virtual_ino(path.rstrip("/"))
+        others = 0 if _private_control(_control_sub(path)) else 0o055  # the owner's alone, or everyone's to read
         if node.is_dir:  # its listing changes without notice: a new mtime drops the kernel's cached one
             now = time.time_ns()
-            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
+            return _synthetic(root, stat.S_IFDIR | 0o500 | others, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
         if node.writable:
-            return _synthetic(root, stat.S_IFREG | 0o644, len(node.content or b""), ino)
+            return _synthetic(root, stat.S_IFREG | 0o600, len(node.content or b""), ino)
         if node.live_log:
-            return _synthetic(root, stat.S_IFREG | 0o444, self.control.log_size(), ino)
+            return _synthetic(root, stat.S_IFREG | 0o400, self.control.log_size(), ino)
         self._snapshots[path] = node.content or b""  # open serves exactly what this size describes
-        return _synthetic(root, stat.S_IFREG | 0o444, len(self._snapshots[path]), ino)
+        return _synthetic(root, stat.S_IFREG | 0o400 | others & 0o044, len(self._snapshots[path]), ino)
+
+    def _check_control(self, sub: str) -> None:
+        """The control tree belongs to the source root's owner (and root): its log, stats, episodes and session
+        hold every caller's questions, paths and anchors. SKILL.md and ready are everyone's (the kernel checks
+        the same modes with --allow-other; this holds without it too)."""
+        creds = self.binding.caller()
+        if creds is None or creds.reads_everything or not _private_control(sub):
+            return
+        if creds.uid != self.root.lstat("").st_uid:
+            raise OSError(errno.EACCES, "the control tree's log, stats, episodes and session are the owner's")
 
     def _control_content(self, path: str, flags: int) -> _Generated:
+        self._check_control(_control_sub(path))
         node = self.control.node(_control_sub(path))
         if node is not None and node.writable:
             return self._session_handle(path, flags)
@@ -466,20 +475,17 @@ class Core:
         return _Generated(attrs=attrs, data=self._snapshots.setdefault(path, node.content or b""))
 
 
+def _private_control(sub: str) -> bool:
+    """Everything in the control tree but the directory itself, SKILL.md and ready (sparsefs.vfs.control)."""
+    return sub not in ("", "SKILL.md", "ready")
+
+
 def _is_session(path: str) -> bool:
     return path == f"{_CONTROL_PREFIX}/{SESSION_FILE}"
 
 
-def _is_control(path: str) -> bool:
-    return path == _CONTROL_PREFIX or path.startswith(_CONTROL_PREFIX + "/")
-
-
 def _control_sub(path: str) -> str:
     return path[len(_CONTROL_PREFIX) :].strip("/")
-
-
-def _join(parent: str, name: str) -> str:
-    return f"{parent}/{name}" if parent else name
 
 
 def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:

@@ -23,6 +23,7 @@ from sparsefs.fuse.kernel.dirs import DirectoryOps
 from sparsefs.fuse.kernel.files import Device, FileOps
 from sparsefs.fuse.kernel.nodes import ROOT, Node, NodeTable
 from sparsefs.fuse.kernel.xattrs import XattrOps
+from sparsefs.source.access import Credentials
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, stat_dict
 from sparsefs.vfs.control import CONTROL_DIR
 from sparsefs.vfs.core import Core
@@ -55,6 +56,11 @@ class KernelOps:
         """The pid of the request this thread answers (the binding's caller, sparsefs.vfs.binding)."""
         caller = getattr(self._context, "caller", None)
         return None if caller is None else int(caller.pid)
+
+    def caller_credentials(self) -> Credentials | None:
+        """The uid, gid (fuse_in_header) and groups of the request this thread answers."""
+        caller = getattr(self._context, "caller", None)
+        return None if caller is None else Credentials.of_request(caller.uid, caller.gid, caller.pid)
 
     def _path(self, nodeid: int) -> str:
         path = self.nodes.path(nodeid)

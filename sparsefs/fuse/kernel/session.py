@@ -87,7 +87,8 @@ class Session:
             self._negotiate()
             self.notifier.probe_epoch()
             self.core.freshness.listen(self.notifier.untrusted)
-            self.binding.attach(caller_pid=self.ops.caller_pid, invalidate=self.invalidate_path)
+            self.binding.attach(caller_pid=self.ops.caller_pid, invalidate=self.invalidate_path,
+                                caller=self.ops.caller_credentials)
             threads = self._start_threads()
             self.binding.mark_ready()
             _wait(self.stopping)

@@ -22,6 +22,7 @@ from sparsefs.fuse.errors import to_errno
 from sparsefs.fuse.libfuse.hidden import HiddenFiles, is_hidden_name
 from sparsefs.fuse.libfuse.links import Key, LinkNames
 from sparsefs.fuse.mounts import find_mount
+from sparsefs.source.access import Credentials
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, relative, utimens_path
 from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.control import CONTROL_DIR
@@ -85,7 +86,8 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         if conn is not None and conn.capable & FUSE_CAP_PARALLEL_DIROPS:
             conn.want |= FUSE_CAP_PARALLEL_DIROPS
         self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
-        self.binding.attach(caller_pid=lambda: int(mfusepy.fuse_get_context()[2]), invalidate=self.invalidate_path)
+        self.binding.attach(caller_pid=lambda: int(mfusepy.fuse_get_context()[2]), invalidate=self.invalidate_path,
+                            caller=_caller_credentials)
         self.binding.mark_ready()
 
     def invalidate_path(self, path: str) -> None:
@@ -356,6 +358,12 @@ def _invalidate(fuse_ptr: ctypes.c_void_p, path: bytes) -> None:
     result = fn(fuse_ptr, path)
     if result != 0:
         log.debug("fuse_invalidate_path(%r) = %d", path, result)
+
+
+def _caller_credentials() -> Credentials:
+    """fuse_get_context()'s uid, gid and pid, with the caller's supplementary groups (sparsefs.source.access)."""
+    uid, gid, pid = mfusepy.fuse_get_context()
+    return Credentials.of_request(int(uid), int(gid), int(pid))
 
 
 def serve(core: Core, binding: LateBinding, mountpoint: str, allow_other: bool = False) -> None:
