@@ -21,6 +21,14 @@ from sparsefs.fuse import mounts
 
 READY_TIMEOUT_S = 20.0
 FUSECTL = Path("/sys/fs/fuse/connections")
+# Test-only backend names: a backend row plus the switches that make it another configuration to test.
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {"kernel-nopt": ("kernel", ("--no-passthrough",))}
+
+
+def backend_args(backend: str) -> list[str]:
+    """``--backend NAME`` (and a variant's switches) for a backend or variant name."""
+    name, switches = VARIANTS.get(backend, (backend, ()))
+    return ["--backend", name, *switches]
 
 
 @dataclass
@@ -37,18 +45,20 @@ class Mount:
         return self.stderr_path.read_text(errors="replace")
 
 
-def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None) -> Mount:
-    """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready."""
+def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None,
+          env: dict[str, str] | None = None) -> Mount:
+    """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready;
+    ``env``: more environment for the daemon."""
     target = mountpoint or source
     stderr_path = state_dir / "test-daemon.stderr"
     state_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source)]
     command += [str(mountpoint)] if mountpoint else []
     command += ["--state-dir", str(state_dir), *extra]
-    command += ["--backend", backend] if backend else []
+    command += backend_args(backend) if backend else []
     with open(stderr_path, "wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                   start_new_session=True)
+                                   start_new_session=True, env={**os.environ, **(env or {})})
     mount = Mount(source, target, state_dir, process, stderr_path)
     if not mounts.wait_ready(target, READY_TIMEOUT_S, alive=lambda: process.poll() is None, pid=process.pid):
         stop(mount)

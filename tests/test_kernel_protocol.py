@@ -180,6 +180,7 @@ class FakeDevice:
     def __init__(self) -> None:
         self.fd = -1
         self.sent: list[bytes] = []
+        self.notes: list[tuple[int, bytes]] = []
         self.lock = threading.Lock()
 
     def send(self, fd: int, data: bytes) -> None:
@@ -191,6 +192,11 @@ class FakeDevice:
 
     def backing_close(self, backing_id: int) -> None:
         return None
+
+    def notify(self, code: int, payload: bytes) -> bool:
+        with self.lock:
+            self.notes.append((code, payload))
+        return True
 
     def replies(self) -> dict[int, int]:
         """unique -> error (0 for success)."""

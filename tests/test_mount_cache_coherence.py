@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests import mountutil
+from tests.conftest import kernel_family
 from tests.test_mount_invalidation import tiny_watch_limit
 
 Mount = mountutil.Mount
@@ -86,7 +87,7 @@ def test_outside_attribute_changes_reach_stat(mirror: Mount, backend: str) -> No
     # other names: the kernel backend stats a new name and refreshes the inode at once; otherwise a
     # file with several links keeps the short timeout (docs/SEMANTICS.md, "Cache coherence").
     os.link(src / "notes.txt", src / "nested" / "link.txt")
-    assert within(lambda: os.stat(mnt / "notes.txt").st_nlink == 2, timeout=FRESH_WITHIN_S if backend == "kernel"
+    assert within(lambda: os.stat(mnt / "notes.txt").st_nlink == 2, timeout=FRESH_WITHIN_S if kernel_family(backend)
                   else SHORT_TIMEOUT_S)
     os.unlink(src / "nested" / "link.txt")
     assert within(lambda: os.stat(mnt / "notes.txt").st_nlink == 1, timeout=SHORT_TIMEOUT_S)
@@ -102,7 +103,7 @@ def test_the_control_tree_is_never_cached(mirror: Mount, backend: str) -> None:
     first = json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())["packs_served"]
     (mnt / "annual-report.md@intent=R&D expenses").read_bytes()
     assert within(lambda: json.loads((mnt / ".sparsefs" / "stats.json").read_bytes())["packs_served"] == first + 1,
-                  timeout=0.0 if backend == "kernel" else 6.0)
+                  timeout=0.0 if kernel_family(backend) else 6.0)
 
 
 def test_when_watching_stops_the_kernel_forgets_what_it_cached(workspace: Path, tmp_path: Path,

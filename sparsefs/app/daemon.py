@@ -38,6 +38,8 @@ class MountPlan:
     backend: str = "auto"
     readers: int = 1  # kernel backend: threads reading /dev/fuse
     spin_us: int | None = None  # kernel backend: poll /dev/fuse this long before sleeping (None: default)
+    passthrough: bool = True  # kernel backend: use kernel passthrough where it works (--no-passthrough: never)
+    no_open: bool = False  # kernel backend: read-only, opens never reach the daemon (--no-open)
     session_intent: str | None = None  # None: keep the one the last mount of this source left
     guard_pids: tuple[int, ...] = ()  # sparsefs.guard.policy: these processes and their descendants are guarded
     guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
@@ -120,7 +122,7 @@ def _recover_stale(mnt: Path) -> None:
 
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
-    serve = backends.server(plan.backend, plan.readers, plan.spin_us)
+    serve = backends.server(plan.backend, plan.readers, plan.spin_us, plan.passthrough, plan.no_open)
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     lock = StateLock(plan.state_dir)
     try:

@@ -50,12 +50,14 @@ import itertools
 import logging
 import os
 import resource
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from sparsefs.fuse import pagecache
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import Node, NodeTable
 from sparsefs.source.freshness import INOTIFY, check_kernel_open
@@ -64,6 +66,7 @@ from sparsefs.vfs.core import Core, OpenResult
 log = logging.getLogger("sparsefs.kernel")
 
 _PASSTHROUGH_FH_BASE = 1 << 50  # above the core's fds and generated handles
+_GENERATED_BASE = 1 << 40  # the core's generated handles start here (sparsefs.vfs.core); below: source fds
 _WRITE_MODES = os.O_WRONLY | os.O_RDWR
 BACKED_LIMIT = 131_072  # idle files kept by backing id alone (kernel memory, no fd)
 PAGE_CACHED_MAX = 256 * 1024  # read-only opens of files up to this size use the page cache while watched
@@ -71,11 +74,13 @@ T = TypeVar("T")
 
 
 class Device(Protocol):
-    """The backing-file ioctls of /dev/fuse."""
+    """The backing-file ioctls of /dev/fuse, and notifications (those that take no lock a request holds)."""
 
     def backing_open(self, fd: int) -> int: ...
 
     def backing_close(self, backing_id: int) -> None: ...
+
+    def notify(self, code: int, payload: bytes) -> bool: ...
 
 
 @dataclass
@@ -96,6 +101,7 @@ class FileOps:
         self.nodes = nodes
         self.device = device
         self.passthrough = False  # set from the INIT negotiation; cleared if the kernel refuses backing files
+        self.killpriv = False  # FUSE_HANDLE_KILLPRIV_V2 granted: the daemon clears suid/sgid when asked
         self._handles: dict[int, Handle] = {}
         self._ids = itertools.count(_PASSTHROUGH_FH_BASE)
         self._lock = threading.Lock()
@@ -107,29 +113,73 @@ class FileOps:
     def _by_passthrough(self, node: Node) -> bool:
         return not node.generated and (node.backing_id is not None or (self.passthrough and node.passthrough))
 
-    def open(self, node: Node, flags: int, size: int | None = None) -> bytes:
-        """``size``: the file's size as last handed out, if known (small files may use the page cache)."""
+    def open(self, node: Node, flags: int, size: int | None = None, kill_privs: bool = False) -> bytes:
+        """``size``: the file's size as last handed out, if known (small files may use the page cache);
+        ``kill_privs``: the kernel asks to clear suid/sgid after an O_TRUNC open (FUSE_OPEN_KILL_SUIDGID)."""
         # on-access mode only (sparsefs.source.freshness): may let go of a replaced file
         check_kernel_open(self.core.freshness, self, node)
         card = self._guard_card(node, flags)
         if card is not None:
             return self._core_open(node, card, flags)
-        if not self._by_passthrough(node):
+        if node.generated:
             return self._core_open(node, self.core.open(_need(self.nodes.path(node.nodeid)), flags), flags)
+        if not self._by_passthrough(node):
+            return self._daemon_open(node, flags, kill_privs)
         writing = bool(flags & _WRITE_MODES)
         with node.lock:
             kept = node.backing_id is not None
             path = None if kept and not writing else self.nodes.path(node.nodeid)
             if not kept or (writing and (path is not None or node.cached_opens)):
-                result = self.core.open(_need(path), flags)  # the caller's own errors surface here
+                result = self._open_source(node, path, flags)  # the caller's own errors surface here
+                if kill_privs:
+                    kill_suidgid(result.fh)
                 if node.cached_opens and not result.direct_io:  # the kernel refuses passthrough beside them
                     return self._cached_core_open(node, result, flags)
+                if writing and self.killpriv and not result.direct_io and privileged(os.fstat(result.fh).st_mode):
+                    return self._core_open(node, result, flags, direct_io=True)  # writes must reach the daemon
                 if result.direct_io or not self._adopt(node, result.fh, flags):
                     return self._core_open(node, result, flags)
             from_pages = not writing and self._from_pages(node, size)
             reply = self._page_cached_open(node) if from_pages else self._passthrough_open(node, flags)
         self._busy(node)
         return reply
+
+    def _daemon_open(self, node: Node, flags: int, kill_privs: bool = False) -> bytes:
+        """An open served by the daemon into the kernel's page cache (no passthrough here, or refused).
+
+        The first open of a node, and every open for writing, opens the source file with the caller's
+        flags (its refusals reach the caller); a read-only reopen makes no system call until a READ."""
+        writing = bool(flags & _WRITE_MODES)
+        with node.lock:
+            if writing or not (node.verified or node.keeper_fd >= 0):
+                result = self._open_source(node, self.nodes.path(node.nodeid), flags)
+                if kill_privs:
+                    kill_suidgid(result.fh)
+                if result.direct_io:  # a virtual name after all
+                    return self._core_open(node, result, flags)
+                if writing:
+                    return self._cached_core_open(node, result, flags)
+                self._keep_fd(node, result.fh, flags)
+            reply = self._page_cached_open(node)
+        self._busy(node)
+        return reply
+
+    def _open_source(self, node: Node, path: str | None, flags: int) -> OpenResult:
+        """The source file at ``path`` opened with the caller's flags; ESTALE if the name leads to another
+        file than the node's now (replaced outside, not yet heard of): the kernel walks the name again."""
+        result = self.core.open(_need(path), flags)
+        if not result.direct_io and os.fstat(result.fh).st_ino != node.ino:
+            os.close(result.fh)
+            raise OSError(errno.ESTALE, "the name leads to another file now")
+        return result
+
+    def _keep_fd(self, node: Node, fd: int, flags: int) -> None:
+        """Under node.lock: the fd of a node's first open becomes its keeper (or is closed if it has one)."""
+        node.verified = True
+        if node.keeper_fd < 0:
+            node.keeper_fd, node.keeper_reads = fd, flags & os.O_ACCMODE != os.O_WRONLY
+        else:
+            os.close(fd)
 
     def _from_pages(self, node: Node, size: int | None) -> bool:
         """Serve this read-only open from the page cache? Always beside another such open (the kernel
@@ -174,10 +224,7 @@ class FileOps:
             except OSError as err:
                 self._refused(node, err)
                 return False
-        if node.keeper_fd < 0:
-            node.keeper_fd, node.keeper_reads = fd, flags & os.O_ACCMODE != os.O_WRONLY
-        else:
-            os.close(fd)
+        self._keep_fd(node, fd, flags)
         return True
 
     def _refused(self, node: Node, err: OSError) -> None:
@@ -198,22 +245,43 @@ class FileOps:
 
     def _page_cached_open(self, node: Node) -> bytes:
         """A read-only open answered from the page cache; under node.lock. No fd is needed until a READ
-        (a page the kernel lacks): a file past the fd budget reopens without a system call."""
+        (a page the kernel lacks): a file past the fd budget reopens without opening anything."""
+        keep = self._keep_pages(node)
         node.open_count += 1
         node.cached_opens += 1
-        keep, node.pages_stale = not node.pages_stale, False
         fh = self._add(Handle(node, None, False, cached=True), next(self._ids))
         return k.OPEN_OUT.pack(fh, k.FOPEN_KEEP_CACHE if keep else 0, 0)
 
     def _cached_core_open(self, node: Node, result: OpenResult, flags: int) -> bytes:
-        """A write open beside page-cache opens: through the daemon and the page cache; under node.lock."""
+        """A write open through the daemon and the page cache (beside page-cache opens, or without passthrough);
+        under node.lock."""
+        keep = self._keep_pages(node)
         node.cached_opens += 1
         fh = self._add(Handle(node, result.fh, bool(flags & _WRITE_MODES), cached=True), result.fh)
-        return k.OPEN_OUT.pack(fh, k.FOPEN_KEEP_CACHE, 0)
+        return k.OPEN_OUT.pack(fh, k.FOPEN_KEEP_CACHE if keep else 0, 0)
 
-    def _core_open(self, node: Node, result: OpenResult, flags: int) -> bytes:
+    def _keep_pages(self, node: Node) -> bool:
+        """May this open keep the kernel's pages of ``node`` (sparsefs.fuse.pagecache)? Under node.lock.
+
+        The stamp comes from the keeper (the very inode the node is), else from the path: a name that
+        now leads to another inode is the new file's, and the kernel looks it up again (ESTALE)."""
+        if node.keeper_fd >= 0:
+            now = pagecache.stamp(os.fstat(node.keeper_fd))
+        else:
+            now = pagecache.stamp(self.core.root.lstat(_need(self.nodes.path(node.nodeid))[1:]))
+            if now[0] != node.ino:
+                raise OSError(errno.ESTALE, "the name leads to another file now")
+        changed = node.pages.stamp is not None and node.pages.stamp != now
+        keep = pagecache.may_keep(node.pages, now) and not node.pages_stale
+        node.pages_stale = False
+        if changed:  # changed unseen (a mapped store): the kernel's size and times are stale too
+            self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
+        return keep
+
+    def _core_open(self, node: Node, result: OpenResult, flags: int, direct_io: bool = False) -> bytes:
         fh = self._add(Handle(node, result.fh, bool(flags & _WRITE_MODES)), result.fh)
-        return k.OPEN_OUT.pack(fh, k.FOPEN_DIRECT_IO if result.direct_io else k.FOPEN_KEEP_CACHE, 0)
+        direct = direct_io or result.direct_io
+        return k.OPEN_OUT.pack(fh, k.FOPEN_DIRECT_IO if direct else k.FOPEN_KEEP_CACHE, 0)
 
     def _add(self, handle: Handle, fh: int) -> int:
         with self._lock:
@@ -262,9 +330,15 @@ class FileOps:
         _close(node.keeper_fd)
         node.keeper_fd, node.keeper_reads = fd, True
 
-    def write(self, fh: int, offset: int, data: bytes) -> int:
+    def write(self, fh: int, offset: int, data: bytes, kill_privs: bool = False) -> int:
+        """``kill_privs``: the writer lacks CAP_FSETID (FUSE_WRITE_KILL_SUIDGID): clear suid/sgid, as a
+        local write would (the daemon's own write, as root, would not)."""
         path = self.nodes.path(self.handle(fh).node.nodeid)
-        return self.core.write(path, data, offset, self._daemon_served(fh))
+        core_fh = self._daemon_served(fh)
+        written = self.core.write(path, data, offset, core_fh)
+        if kill_privs and core_fh < _GENERATED_BASE:
+            kill_suidgid(core_fh)
+        return written
 
     def _daemon_served(self, fh: int) -> int:
         core_fh = self.handle(fh).core_fh
@@ -406,6 +480,20 @@ def _need(path: str | None) -> str:
     if path is None:
         raise OSError(errno.ESTALE, "no longer in the tree")
     return path
+
+
+def privileged(mode: int) -> bool:
+    """Set-user-ID, or set-group-ID on a group-executable file: what a write by a user without CAP_FSETID
+    clears (FUSE_HANDLE_KILLPRIV_V2 leaves it to the daemon)."""
+    return bool(mode & stat.S_ISUID) or mode & (stat.S_ISGID | stat.S_IXGRP) == stat.S_ISGID | stat.S_IXGRP
+
+
+def kill_suidgid(fd: int) -> None:
+    """Clear suid and (on a group-executable file) sgid of the open regular file ``fd``, if set."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode) and privileged(mode):
+        drop = stat.S_ISUID | (stat.S_ISGID if mode & stat.S_IXGRP else 0)
+        os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
 
 
 def _close(fd: int) -> None:

@@ -46,7 +46,12 @@ class _NewName(NamedTuple):
     path: str
 
 
-Notice = _Changed | _NewName | str
+class _Forget(NamedTuple):
+    parent: int
+    name: str
+
+
+Notice = _Changed | _NewName | _Forget | str
 
 
 class Notifier:
@@ -73,6 +78,10 @@ class Notifier:
         if entry is not None:
             self._queue.put(_NewName(*entry, path))  # the kernel may remember it as absent: it exists now, or again
 
+    def forget_name_later(self, parent: int, name: str) -> None:
+        """The kernel must forget ``name`` in ``parent`` (it leads to another file now); safe inside a request."""
+        self._queue.put(_Forget(parent, name))
+
     def untrusted(self) -> None:
         """The watcher stopped while the kernel holds long-lived caches: drop them all."""
         self._queue.put(_ALL)
@@ -87,6 +96,8 @@ class Notifier:
                     self._settle(notice.node, notice.path)
                 elif isinstance(notice, _NewName):
                     self._new_name(notice.parent, notice.name, notice.path)
+                elif isinstance(notice, _Forget):
+                    self._forget_name(notice.parent, notice.name)
                 else:
                     self._drop_everything()
             except Exception:  # the notifier outlives any one failure

@@ -35,6 +35,7 @@ DO_READDIRPLUS = 1 << 13
 READDIRPLUS_AUTO = 1 << 14
 PARALLEL_DIROPS = 1 << 18
 MAX_PAGES = 1 << 22
+HANDLE_KILLPRIV_V2 = 1 << 28  # 7.33: the daemon kills suid/sgid on write, truncate, chown (flags below)
 INIT_EXT = 1 << 30
 PASSTHROUGH = 1 << 37
 
@@ -47,6 +48,11 @@ FOPEN_PASSTHROUGH = 1 << 7
 FATTR_MODE, FATTR_UID, FATTR_GID, FATTR_SIZE = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 FATTR_ATIME, FATTR_MTIME, FATTR_FH = 1 << 4, 1 << 5, 1 << 6
 FATTR_ATIME_NOW, FATTR_MTIME_NOW = 1 << 7, 1 << 8
+FATTR_KILL_SUIDGID = 1 << 11
+
+# killpriv_v2: the caller lacks CAP_FSETID (write, open with O_TRUNC); chown always
+WRITE_KILL_SUIDGID = 1 << 2  # fuse_write_in.write_flags
+OPEN_KILL_SUIDGID = 1 << 0  # fuse_open_in.open_flags, fuse_create_in.open_flags
 
 GETATTR_FH = 1 << 0
 FSYNC_FDATASYNC = 1 << 0

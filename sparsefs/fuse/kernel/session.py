@@ -8,7 +8,13 @@ through ``KernelOps``); a standby reader takes over while the reader is stuck
 in one request; the notifier (``sparsefs.fuse.kernel.notify``) sends the
 kernel every invalidation that may wait on a lock.
 
-Requires CAP_SYS_ADMIN (mount(2) and BACKING_OPEN); passthrough needs Linux >= 6.9.
+Mounts with mount(2) given CAP_SYS_ADMIN, else through the setuid fusermount3
+(``sparsefs.fuse.kernel.mounting``). What the kernel offers in INIT is taken
+feature by feature (``sparsefs.fuse.features``): passthrough only with
+CAP_SYS_ADMIN on Linux >= 6.9 and without ``--no-passthrough`` (else plain
+reads go through the page cache), FUSE_HANDLE_KILLPRIV_V2 where offered (else
+the kernel asks security.capability before each write), and so on; the
+granted set is in stats.json (``kernel_features``).
 """
 
 from __future__ import annotations
@@ -23,26 +29,22 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from sparsefs.fuse import features
+from sparsefs.fuse.kernel import mounting
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.dispatch import Dispatcher
 from sparsefs.fuse.kernel.notify import Notifier
 from sparsefs.fuse.kernel.ops import KernelOps
 from sparsefs.fuse.kernel.standby import Standby
-from sparsefs.fuse.kernel.transport import (
-    MAX_WRITE,
-    FuseDevice,
-    mount_device,
-    read_first,
-    request_reader,
-    unmount_device,
-)
+from sparsefs.fuse.kernel.transport import MAX_WRITE, FuseDevice, read_first, request_reader
 from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.core import Core
 
 log = logging.getLogger("sparsefs.kernel")
 
 WANTED = (k.ASYNC_READ | k.BIG_WRITES | k.AUTO_INVAL_DATA | k.DO_READDIRPLUS | k.READDIRPLUS_AUTO
-          | k.PARALLEL_DIROPS | k.MAX_PAGES | k.INIT_EXT)
+          | k.PARALLEL_DIROPS | k.MAX_PAGES | k.INIT_EXT | k.HANDLE_KILLPRIV_V2)
+GRANTS = {"passthrough": k.PASSTHROUGH, "killpriv_v2": k.HANDLE_KILLPRIV_V2}  # stats.json "kernel_features"
 DEFAULT_READERS = 1
 DEFAULT_SPIN_US = 200  # see sparsefs.fuse.kernel.transport
 
@@ -51,18 +53,22 @@ class Session:
     """One mounted connection: reader threads, the dispatcher, the standby, the notifier."""
 
     def __init__(self, core: Core, binding: LateBinding, mountpoint: str, readers: int = DEFAULT_READERS,
-                 passthrough: bool = True, device: FuseDevice | None = None, spin_us: int = DEFAULT_SPIN_US) -> None:
+                 passthrough: bool = True, device: FuseDevice | None = None, spin_us: int = DEFAULT_SPIN_US,
+                 no_open: bool = False) -> None:
         """``binding``: the one ``core`` was built with; this session attaches to it once INIT is answered."""
         self.core = core
         self.binding = binding
         self.mountpoint = mountpoint
         self.readers = max(1, readers)
         self.spin_ns = max(0, spin_us) * 1000
-        self.want_passthrough = passthrough
+        self.want_passthrough = passthrough and not no_open  # an open the daemon never sees has no backing file
+        self.no_open = no_open
+        self.by_fusermount = False  # mounted by fusermount3 (no CAP_SYS_ADMIN): it unmounts too
         self.device = device or FuseDevice()
         self.ops = KernelOps(core, self.device)
         self.dispatcher = Dispatcher(self.ops, self.device)
         self.notifier = Notifier(self.ops, self.device)
+        self.ops.forget_name = self.notifier.forget_name_later
         self.stopping = threading.Event()
         self._fds = [self.device.fd]
         self.standby = Standby(self.stopping)
@@ -81,7 +87,8 @@ class Session:
     def serve(self, allow_other: bool) -> None:
         _raise_fd_limit()
         self.ops.files.idle_limit = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
-        mount_device(self.device.fd, self.mountpoint, allow_other)
+        self.device.fd, self.by_fusermount = mounting.mount(self.mountpoint, allow_other, read_only=self.no_open)
+        self._fds = [self.device.fd]
         threads: list[threading.Thread] = []
         try:
             self._negotiate()
@@ -97,7 +104,7 @@ class Session:
     def _shut_down(self, threads: list[threading.Thread]) -> None:
         """Unmount first, so the readers end on ENODEV after answering what is in flight."""
         self.stopping.set()
-        unmount_device(self.mountpoint)
+        mounting.unmount(self.mountpoint, self.by_fusermount)
         self.notifier.stop()
         for thread in threads:
             thread.join(timeout=5)  # a lazily detached mount still in use keeps its readers busy
@@ -110,27 +117,47 @@ class Session:
         if request.opcode != k.INIT:
             raise RuntimeError(f"expected INIT, got opcode {request.opcode}")
         offer = k.InitOffer.parse(request.body)
-        wanted = WANTED | (k.PASSTHROUGH if self.want_passthrough else 0)
-        self.ops.files.passthrough = bool(wanted & offer.flags & k.PASSTHROUGH)
+        self.device.send(self.device.fd, k.reply(request.unique, k.pack_init_reply(offer, self.grant(offer),
+                                                                                 MAX_WRITE)))
+
+    def grant(self, offer: k.InitOffer) -> int:
+        """The INIT flags to take from ``offer``, each feature on its own; recorded for stats and the ops."""
+        able = self.want_passthrough and features.passthrough_blocker() is None
+        granted = (WANTED | (k.PASSTHROUGH if able else 0)) & offer.flags
+        self.ops.files.passthrough = bool(granted & k.PASSTHROUGH)
+        self.ops.files.killpriv = bool(granted & k.HANDLE_KILLPRIV_V2)
         self.core.stats.passthrough = self.ops.files.passthrough
-        log.info("kernel FUSE %d.%d; passthrough %s", offer.major, offer.minor,
-                 "on" if self.ops.files.passthrough else "off")
-        self.device.send(self.device.fd, k.reply(request.unique, k.pack_init_reply(offer, wanted, MAX_WRITE)))
+        self.core.stats.sections["kernel_features"] = lambda: {
+            "protocol": f"{offer.major}.{min(offer.minor, k.OUR_MINOR)}",
+            **{name: bool(granted & bit) for name, bit in GRANTS.items()},
+            "negative_entries": self.ops.cache.epoch, "mounted_by": "fusermount3" if self.by_fusermount else "mount(2)"}
+        log.info("kernel FUSE %d.%d; granted %s", offer.major, offer.minor,
+                 ", ".join(name for name, bit in GRANTS.items() if granted & bit) or "no optional feature")
+        return granted
 
     def _start_threads(self) -> list[threading.Thread]:
-        self._fds += [self.device.clone() for _ in range(self.readers - 1)]
+        reader_fds = [self.device.fd, *(self._clone() for _ in range(self.readers - 1))]
         threads = [threading.Thread(target=self._reader, args=(fd,), name=f"sparsefs-reader-{i}", daemon=True)
-                   for i, fd in enumerate(self._fds)]
+                   for i, fd in enumerate(reader_fds)]
         threads.append(self.notifier.thread())
         if self.readers == 1:
-            standby_fd = self.device.clone()
-            self._fds.append(standby_fd)
+            standby_fd = self._clone()
+            shared = standby_fd == self.device.fd  # non-blocking (the reader spins): the standby must poll
             threads.append(threading.Thread(target=self.standby.watch, name="sparsefs-watch", daemon=True))
-            threads.append(threading.Thread(target=self.standby.serve, args=(self._one_request(standby_fd),),
-                                            name="sparsefs-standby", daemon=True))
+            threads.append(threading.Thread(target=self.standby.serve, args=(self._one_request(
+                standby_fd, spin=shared and self.spin_ns > 0),), name="sparsefs-standby", daemon=True))
         for thread in threads:
             thread.start()
         return threads
+
+    def _clone(self) -> int:
+        """A cloned fd for another thread (closed at shutdown), or the session's own fd if none can be had."""
+        fd = self.device.clone()
+        if fd is None:
+            log.info("/dev/fuse cannot be opened by this user: reader threads share the fd fusermount3 gave")
+            return self.device.fd
+        self._fds.append(fd)
+        return fd
 
     # ---- request loop ------------------------------------------------------
     def _reader(self, fd: int) -> None:
@@ -202,6 +229,7 @@ def _wait(stopping: threading.Event) -> None:
 
 
 def serve(core: Core, binding: LateBinding, mountpoint: str, allow_other: bool = False,
-          readers: int = DEFAULT_READERS, passthrough: bool = True, spin_us: int = DEFAULT_SPIN_US) -> None:
+          readers: int = DEFAULT_READERS, passthrough: bool = True, spin_us: int = DEFAULT_SPIN_US,
+          no_open: bool = False) -> None:
     """Mount and serve until unmounted or signalled; always unmounts on the way out."""
-    Session(core, binding, mountpoint, readers, passthrough, spin_us=spin_us).serve(allow_other)
+    Session(core, binding, mountpoint, readers, passthrough, spin_us=spin_us, no_open=no_open).serve(allow_other)
