@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.fuse.kernel import files as kernel_files
+from sparsefs.fuse.kernel import keeping as kernel_keeping
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import ROOT, NodeTable
 from sparsefs.fuse.kernel.session import Session
@@ -331,7 +331,7 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
                       device=device)  # type: ignore[arg-type]
     files = session.ops.files
     files.passthrough, files.idle_limit = True, 2
-    monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
+    monkeypatch.setattr(kernel_keeping, "BACKED_LIMIT", 1)
     try:
         nodes = [session.ops.nodes.remember(ROOT, f"f{index}", (src / f"f{index}").stat().st_ino)
                  for index in range(5)]
@@ -348,7 +348,7 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
         assert not opens and files.on_open_file(nodes[2], os.fsync)  # fsync goes by path
         files.release(fh)
         monkeypatch.undo()
-        monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
+        monkeypatch.setattr(kernel_keeping, "BACKED_LIMIT", 1)
         (src / "f4").unlink()  # a kept file's name goes away: its fd keeps answering
         fh = k.OPEN_OUT.unpack(files.open(nodes[4], os.O_RDONLY))[0]
         assert files.with_keeper(nodes[4], os.fstat) is not None

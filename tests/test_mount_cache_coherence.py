@@ -11,7 +11,9 @@ Both backends are held to the same expectations.
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -197,3 +199,64 @@ def test_a_page_cache_open_reads_its_file_after_the_name_is_gone(mirror: Mount) 
         with open(mnt / name, "rb") as held:
             gone(mnt / name)
             assert held.read() == name.encode() * 100
+
+
+def _kinds_seen(path: Path, seconds: float) -> tuple[set[str], list[str]]:
+    """Stat ``path`` through the mount for ``seconds``: the file types seen, and any error other than absence."""
+    seen, errors = set(), []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            seen.add("dir" if stat.S_ISDIR(os.stat(path).st_mode) else "file")
+        except FileNotFoundError:
+            seen.add("absent")
+        except OSError as err:
+            errors.append(f"{err.errno} {err.strerror}")
+    return seen, errors
+
+
+def test_a_file_replaced_by_a_directory_outside_never_answers_eio(mirror: Mount) -> None:
+    """Issue 25, item 3: while the kernel still holds the old node (before the watcher's invalidation, or
+    after attributes expire), its path leads to an object of another type. The old node is answered for as
+    a vanished file and the name is looked up fresh: stat sees the old or the new object, never EIO."""
+    mnt, src = mirror.mountpoint, mirror.source
+    errors: list[str] = []
+    for index in range(12):
+        name = f"swap{index}"
+        (src / name).write_text("a file\n")
+        assert (mnt / name).read_text() == "a file\n"  # the kernel now holds a file node for the name
+        (src / name).unlink()
+        (src / name).mkdir()
+        (src / name / "inside.txt").write_text("in the directory\n")
+        seen, failed = _kinds_seen(mnt / name, 0.4)
+        errors += failed
+        assert seen <= {"file", "dir", "absent"} and within(lambda n=name: (mnt / n).is_dir())  # type: ignore[misc]
+        assert (mnt / name / "inside.txt").read_text() == "in the directory\n"
+        for entry in (src / name).iterdir():  # and back: the directory becomes a file again
+            entry.unlink()
+        (src / name).rmdir()
+        (src / name).write_text("a file again\n")
+        seen, failed = _kinds_seen(mnt / name, 0.4)
+        errors += failed
+        assert within(lambda n=name: (mnt / n).is_file())  # type: ignore[misc]
+        assert (mnt / name).read_text() == "a file again\n"
+    assert not errors, errors
+
+
+def test_stores_through_an_outside_mapping_reach_the_next_open(mirror: Mount) -> None:
+    """Issue 25, item 4: a process writing a file through a shared mapping raises no inotify event until it
+    closes it. The next open through the mount still reads what it stored: the first store moves the
+    file's ctime (checked at every open), and a later store to a page still dirty does not, so pages
+    started within the writeback window after the last ctime are never kept (sparsefs.fuse.pagecache)."""
+    mnt, src = mirror.mountpoint, mirror.source
+    (src / "mapped.txt").write_bytes(b"a" * 8192)
+    for _ in range(2):
+        assert (mnt / "mapped.txt").read_bytes() == b"a" * 8192
+    with open(src / "mapped.txt", "r+b") as handle, mmap.mmap(handle.fileno(), 8192) as mapped:
+        mapped[0:10] = b"B" * 10  # faults the page writable: mtime and ctime move
+        assert (mnt / "mapped.txt").read_bytes()[:20] == b"B" * 10 + b"a" * 10
+        mapped[10:20] = b"C" * 10  # the page is still dirty: no fault, no new ctime
+        assert (mnt / "mapped.txt").read_bytes()[:30] == b"B" * 10 + b"C" * 10 + b"a" * 10
+        mapped[8000:8010] = b"D" * 10
+        with open(mnt / "mapped.txt", "rb") as reader:  # a reader that opened after the store reads it
+            assert reader.read()[8000:8010] == b"D" * 10

@@ -10,6 +10,7 @@ started (EINTR); a running one finishes.
 
 from __future__ import annotations
 
+import collections
 import errno
 import threading
 from collections.abc import Callable
@@ -35,12 +36,14 @@ class Dispatcher:
         self.device = device
         self.handlers = handler_table(ops)
         self.pool = ThreadPoolExecutor(SLOW_WORKERS, thread_name_prefix="sparsefs-slow")
+        self.counts: collections.Counter[int] = collections.Counter()  # requests per opcode (stats.json)
         self._pending: dict[int, tuple[int, Future[None]]] = {}
         self._pending_lock = threading.Lock()
 
     def dispatch(self, fd: int, request: k.Request) -> None:
         """Answer ``request`` (read from ``fd``) here, or on the pool if it may be slow."""
         opcode = request.opcode
+        self.counts[opcode] += 1
         if opcode == k.INTERRUPT:
             self._interrupt(request)
         elif opcode in _SLOW_ALWAYS or (opcode in _SLOW_ON_GENERATED and self._may_build(request)):
@@ -83,6 +86,10 @@ class Dispatcher:
     def _forget_pending(self, unique: int) -> None:
         with self._pending_lock:
             self._pending.pop(unique, None)
+
+    def requests(self) -> dict[str, int]:
+        """Requests answered so far, per opcode name (``kernel_requests`` in stats.json)."""
+        return {k.OPCODE_NAMES.get(code, str(code)): count for code, count in sorted(self.counts.items())}
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

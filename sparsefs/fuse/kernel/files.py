@@ -1,46 +1,53 @@
-"""Open files of the kernel backend: passthrough backing ids, keeper fds, handles.
+"""Open files of the kernel backend: passthrough backing ids, page-cache opens, keeper fds, handles.
 
-An ordinary file is served by kernel passthrough. Its node gets one backing
-id, registered from an fd of the source file (the *keeper*) at its first
-open; the daemon keeps both for as long as the kernel keeps the node. The
-backing id already holds the source file open in the kernel, so the keeper
-costs only an fd slot, and it gives ``fstat``, ``ftruncate`` and ``fsync`` of
-an open file the very inode the caller opened, even after the name was
-unlinked, renamed or replaced outside the mount. Both are let go when the
-kernel forgets the node, when the file leaves the tree while nobody has it
-open (so its disk space is not held), or when too many idle files are kept
-(least recently closed first, under half the fd limit).
+**With passthrough** (root, Linux >= 6.9) an ordinary file is served by the
+kernel from the source file. Its node gets one backing id, registered from an
+fd of the source file (the *keeper*) at its first open; the daemon keeps both
+for as long as the kernel keeps the node. The backing id already holds the
+source file open in the kernel, so the keeper costs only an fd slot, and it
+gives ``fstat``, ``ftruncate`` and ``fsync`` of an open file the very inode
+the caller opened, even after the name was unlinked, renamed or replaced
+outside the mount. Idle files stay kept (``sparsefs.fuse.kernel.keeping``).
+
+**Without passthrough** (no CAP_SYS_ADMIN, a kernel before 6.9,
+``--no-passthrough``, or the kernel refused a backing file) every read-only
+open of a real file is a *page-cache open*: answered with no fd at all (the
+first open of a node keeps its fd as the keeper), its READs served from the
+keeper into the kernel's page cache, and ``FOPEN_KEEP_CACHE`` while the pages
+are known current, so a file read again costs no READ. Opens for writing get
+their own fd and write through the daemon and the page cache.
 
 The first open, and every open for writing, opens the source file with the
 caller's flags, so a refusal (EROFS, ETXTBSY, EACCES, a name that is no longer
-a regular file) reaches the caller as itself. A read-only reopen of a kept
-file makes no system call at all.
+a regular file) reaches the caller as itself; a name that leads to another
+file than the node's now answers ESTALE (the kernel walks it again). A
+read-only reopen of a kept file makes no system call until a READ.
 
-Idle files are kept in two tiers: with their keeper fd, up to half the fd
-limit (which a container may hold at 20,000), then with their backing id only
-(up to ``BACKED_LIMIT``; it costs no fd). A tree larger than the fd budget
-(``grep -r`` over 18,000 files) would otherwise evict every file before its
-next read and pay an open, a BACKING_OPEN and their undoing each time. A file
-kept by backing id alone is reopened read-only from that id; what needs the
-file itself (``fstat`` of an open file, ``fsync``) then goes by its path.
+**Small files read while watched come from the page cache under passthrough
+too** (issue 19). Every passthrough read makes the kernel forget the file's
+cached atime (fs/fuse/passthrough.c, ``fuse_file_accessed``), so the next
+``stat`` costs a GETATTR: after a ``grep -r``, one per file. So a read-only
+open of a regular file of at most ``PAGE_CACHED_MAX`` bytes, while the source
+is watched, is a page-cache open. The kernel forbids a passthrough open beside
+such an open, so while any is open every other open of the node is one too (a
+write then goes through the daemon); after a passthrough write the next
+page-cache open drops the pages.
 
-**Small files read while watched come from the page cache** (issue 19). Every
-passthrough read makes the kernel forget the file's cached atime
-(fs/fuse/passthrough.c, ``fuse_file_accessed``; Linux 6.18 does so even when
-the backing atime did not move), so the next ``stat``, ``git status`` or
-``fstat`` of that file costs a GETATTR round trip: after a ``grep -r``, one
-per file. Page-cache reads invalidate nothing once the pages are there. So a
-read-only open of a regular file of at most ``PAGE_CACHED_MAX`` bytes, while
-the source is watched (the watcher drops the pages of a file changed outside),
-is answered with ``FOPEN_KEEP_CACHE`` and no backing id: the first read costs
-one READ (served from the keeper fd), later ones none. The kernel forbids a
-passthrough open beside such an open, so while any is open every other open of
-the node is one too (a write then goes through the daemon and the page cache);
-after a passthrough write the next one drops the pages (no ``KEEP_CACHE``).
+**Whether an open keeps the pages** is decided at every page-cache open
+(``sparsefs.fuse.pagecache``): the file's (inode, size, mtime, ctime) must be
+the stamp the pages were started from, and the pages must have been started
+past the writeback window after the last ctime, since stores through an
+outside shared mapping raise no inotify event. A stamp that moved also drops
+the kernel's cached attributes.
 
-Generated files (packs, control files), and files for which the kernel refused
-passthrough, are core handles answered with READ replies. A node never mixes
-passthrough with the other kinds at once (the kernel forbids it).
+**Set-user-ID files** (FUSE_HANDLE_KILLPRIV_V2): the kernel leaves clearing
+suid/sgid on write, truncate and chown to the daemon, and says when (the
+writer lacks CAP_FSETID). A passthrough write never reaches the daemon, so a
+write open of a file with suid (or sgid and group-exec) is served by the
+daemon with direct I/O instead (the kernel allows that beside passthrough opens).
+
+Generated files (packs, control files) are core handles answered with READ
+replies and direct I/O. A node never mixes passthrough with page-cache opens.
 """
 
 from __future__ import annotations
@@ -49,16 +56,15 @@ import errno
 import itertools
 import logging
 import os
-import resource
 import stat
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from sparsefs.fuse import pagecache
 from sparsefs.fuse.kernel import proto as k
+from sparsefs.fuse.kernel.keeping import IdleFiles, close_fd
 from sparsefs.fuse.kernel.nodes import Node, NodeTable
 from sparsefs.source.freshness import INOTIFY, check_kernel_open
 from sparsefs.vfs.core import Core, OpenResult
@@ -68,7 +74,6 @@ log = logging.getLogger("sparsefs.kernel")
 _PASSTHROUGH_FH_BASE = 1 << 50  # above the core's fds and generated handles
 _GENERATED_BASE = 1 << 40  # the core's generated handles start here (sparsefs.vfs.core); below: source fds
 _WRITE_MODES = os.O_WRONLY | os.O_RDWR
-BACKED_LIMIT = 131_072  # idle files kept by backing id alone (kernel memory, no fd)
 PAGE_CACHED_MAX = 256 * 1024  # read-only opens of files up to this size use the page cache while watched
 T = TypeVar("T")
 
@@ -105,9 +110,7 @@ class FileOps:
         self._handles: dict[int, Handle] = {}
         self._ids = itertools.count(_PASSTHROUGH_FH_BASE)
         self._lock = threading.Lock()
-        self._idle: OrderedDict[int, Node] = OrderedDict()  # kept files nobody has open, oldest first
-        self._backed: OrderedDict[int, Node] = OrderedDict()  # idle past the fd budget: backing id only
-        self.idle_limit = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
+        self.idle = IdleFiles(device)  # files kept while nobody has them open
 
     # ---- opening -----------------------------------------------------------
     def _by_passthrough(self, node: Node) -> bool:
@@ -327,7 +330,7 @@ class FileOps:
         if node.keeper_fd >= 0 and node.keeper_reads:
             return
         fd = self.core.root.open_regular(_need(self.nodes.path(node.nodeid))[1:], os.O_RDONLY)
-        _close(node.keeper_fd)
+        close_fd(node.keeper_fd)
         node.keeper_fd, node.keeper_reads = fd, True
 
     def write(self, fh: int, offset: int, data: bytes, kill_privs: bool = False) -> int:
@@ -404,7 +407,7 @@ class FileOps:
         if detached:
             self._let_go(node)
         else:
-            self._keep_idle(node)
+            self.idle.keep(node)
 
     def gone_from_tree(self, node: Node) -> None:
         """The file was unlinked or replaced: if nobody has it open, let its space go now, not at FORGET."""
@@ -414,64 +417,26 @@ class FileOps:
         """The kernel forgot the node: nothing can be open on it any more."""
         self._let_go(node)
 
-    def _busy(self, node: Node) -> None:
-        with self._lock:
-            self._idle.pop(node.nodeid, None)
-            self._backed.pop(node.nodeid, None)
-
-    def _keep_idle(self, node: Node) -> None:
-        """Keep a file nobody has open: its keeper within the fd budget, then its backing id alone."""
-        with self._lock:
-            self._idle[node.nodeid] = node
-            self._idle.move_to_end(node.nodeid)
-            demoted = [self._idle.popitem(last=False)[1] for _ in range(len(self._idle) - self.idle_limit)]
-            for victim in demoted:
-                self._backed[victim.nodeid] = victim
-            excess = [self._backed.popitem(last=False)[1] for _ in range(len(self._backed) - BACKED_LIMIT)]
-        for victim in demoted:
-            self._drop_keeper(victim)
-        for victim in excess:
-            self._let_go(victim)
-
-    @staticmethod
-    def _drop_keeper(node: Node) -> None:
-        with node.lock:
-            if node.open_count > 0:
-                return
-            keeper, node.keeper_fd = node.keeper_fd, -1
-        _close(keeper)
-
-    def _let_go(self, node: Node) -> None:
-        """Close the keeper and the backing id of a node nobody has open (a no-op while it is open)."""
-        with node.lock:
-            if node.open_count > 0:
-                return
-            keeper, node.keeper_fd = node.keeper_fd, -1
-            backing = self._take_backing(node)
-        self._busy(node)
-        _close(keeper)
-        self._close_backing(backing)
-
-    @staticmethod
-    def _take_backing(node: Node) -> int | None:
-        backing, node.backing_id = node.backing_id, None
-        return backing
-
-    def _close_backing(self, backing: int | None) -> None:
-        if backing is None:
-            return
-        try:
-            self.device.backing_close(backing)
-        except OSError as err:
-            log.debug("backing close %d: %s", backing, err)
-
     def open_handles(self) -> int:
         with self._lock:
             return len(self._handles)
 
     def kept_idle(self) -> int:
-        with self._lock:
-            return len(self._idle) + len(self._backed)
+        return self.idle.count()
+
+    @property
+    def idle_limit(self) -> int:
+        return self.idle.limit
+
+    @idle_limit.setter
+    def idle_limit(self, limit: int) -> None:
+        self.idle.limit = limit
+
+    def _busy(self, node: Node) -> None:
+        self.idle.busy(node)
+
+    def _let_go(self, node: Node) -> None:
+        self.idle.let_go(node)
 
 
 def _need(path: str | None) -> str:
@@ -496,6 +461,3 @@ def kill_suidgid(fd: int) -> None:
         os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
 
 
-def _close(fd: int) -> None:
-    if fd >= 0:
-        os.close(fd)

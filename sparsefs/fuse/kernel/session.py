@@ -69,6 +69,7 @@ class Session:
         self.dispatcher = Dispatcher(self.ops, self.device)
         self.notifier = Notifier(self.ops, self.device)
         self.ops.forget_name = self.notifier.forget_name_later
+        core.stats.sections["kernel_requests"] = self.dispatcher.requests
         self.stopping = threading.Event()
         self._fds = [self.device.fd]
         self.standby = Standby(self.stopping)
