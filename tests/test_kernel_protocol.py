@@ -187,6 +187,9 @@ class FakeDevice:
         with self.lock:
             self.sent.append(data)
 
+    def send_parts(self, fd: int, unique: int, payload: memoryview) -> None:
+        self.send(fd, k.reply(unique, bytes(payload)))
+
     def backing_open(self, fd: int) -> int:
         raise OSError(errno.EPERM, "not in a unit test")
 

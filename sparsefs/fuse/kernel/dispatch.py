@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import errno
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -22,10 +23,11 @@ from sparsefs.fuse.kernel.ops import KernelOps
 from sparsefs.fuse.kernel.transport import FuseDevice
 
 SLOW_WORKERS = 4
-_SLOW_ON_GENERATED = frozenset({k.GETATTR, k.OPEN, k.OPENDIR, k.READDIR, k.READDIRPLUS, k.ACCESS, k.LOOKUP})
+_SLOW_ON_GENERATED = frozenset({k.GETATTR, k.OPEN, k.OPENDIR, k.READDIR, k.READDIRPLUS, k.ACCESS, k.LOOKUP,
+                                k.READ})  # a READ by node (--no-open) may have to build its pack again
 _SLOW_ALWAYS = frozenset({k.FSYNC, k.FSYNCDIR})  # may wait for the disk for seconds
 _AT = ord("@")
-Handler = Callable[[k.Request], bytes | None]
+Handler = Callable[[k.Request], bytes | memoryview | None]
 
 
 class Dispatcher:
@@ -37,6 +39,7 @@ class Dispatcher:
         self.handlers = handler_table(ops)
         self.pool = ThreadPoolExecutor(SLOW_WORKERS, thread_name_prefix="sparsefs-slow")
         self.counts: collections.Counter[int] = collections.Counter()  # requests per opcode (stats.json)
+        self.busy_ns: collections.Counter[int] = collections.Counter()  # CPU time answering them on the reader
         self._pending: dict[int, tuple[int, Future[None]]] = {}
         self._pending_lock = threading.Lock()
 
@@ -52,7 +55,9 @@ class Dispatcher:
                 self._pending[request.unique] = (fd, future)
             future.add_done_callback(lambda _: self._forget_pending(request.unique))
         else:
+            started = time.thread_time_ns()
             self.answer(fd, request)
+            self.busy_ns[opcode] += time.thread_time_ns() - started
 
     def _may_build(self, request: k.Request) -> bool:
         """Could this build an EvidencePack or render the control tree?"""
@@ -72,7 +77,9 @@ class Dispatcher:
         except Exception as exc:  # noqa: BLE001 - one request's failure must not end the loop
             self.device.send(fd, k.reply(request.unique, error=to_errno(exc, getattr(handler, "__name__", "op"))))
             return
-        if payload is not None:
+        if isinstance(payload, memoryview):
+            self.device.send_parts(fd, request.unique, payload)
+        elif payload is not None:
             self.device.send(fd, k.reply(request.unique, payload))
 
     def _interrupt(self, request: k.Request) -> None:
@@ -90,6 +97,13 @@ class Dispatcher:
     def requests(self) -> dict[str, int]:
         """Requests answered so far, per opcode name (``kernel_requests`` in stats.json)."""
         return {k.OPCODE_NAMES.get(code, str(code)): count for code, count in sorted(self.counts.items())}
+
+    def request_us(self) -> dict[str, float]:
+        """Mean CPU microseconds the reader thread spent answering each opcode (reply included; requests
+        answered on the pool, which may build packs, not counted; CPU, not wall time, so a loaded machine
+        does not inflate it): ``kernel_request_us`` in stats.json."""
+        return {k.OPCODE_NAMES.get(code, str(code)): round(busy / 1000 / self.counts[code], 1)
+                for code, busy in sorted(self.busy_ns.items()) if self.counts[code]}
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

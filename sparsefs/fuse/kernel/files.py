@@ -303,19 +303,27 @@ class FileOps:
         handle = self._handles.get(fh) if fh is not None else None
         return None if handle is None else handle.core_fh
 
-    def read(self, fh: int, offset: int, size: int) -> bytes:
+    def read(self, fh: int, offset: int, size: int) -> bytes | memoryview:
         handle = self.handle(fh)
         if handle.cached and handle.core_fh is None:
             return self._read_pages(handle.node, offset, size)
         return self.core.read(None, size, offset, self._daemon_served(fh))
 
-    def _read_pages(self, node: Node, offset: int, size: int) -> bytes:
-        """Fill the page cache of a page-cache open from a readable keeper fd (see ``hold_for_reading``)."""
+    def _read_pages(self, node: Node, offset: int, size: int) -> memoryview:
+        """Fill the page cache of a page-cache open from a readable keeper fd (see ``hold_for_reading``).
+
+        Read into this thread's buffer and sent from it (the reply goes out before the thread reads its
+        next request): a READ of a megabyte then costs no allocation and no copy in Python."""
+        view = _read_buffer(size)
         with node.lock:
             self._readable_keeper(node)
-            data = os.pread(node.keeper_fd, size, offset)
-        self.core.stats.add("plain_bytes_read", len(data))
-        return data
+            count = os.preadv(node.keeper_fd, [view], offset)
+        self.core.stats.add("plain_bytes_read", count)
+        return view[:count]
+
+    def read_unopened(self, node: Node, offset: int, size: int) -> memoryview:
+        """--no-open: the kernel opened the file itself; fill its page cache from the node's keeper."""
+        return self._read_pages(node, offset, size)
 
     def hold_for_reading(self, node: Node) -> None:
         """``node`` is about to lose its name (unlink, rename over): if page-cache opens may still read
@@ -330,6 +338,9 @@ class FileOps:
         if node.keeper_fd >= 0 and node.keeper_reads:
             return
         fd = self.core.root.open_regular(_need(self.nodes.path(node.nodeid))[1:], os.O_RDONLY)
+        if os.fstat(fd).st_ino != node.ino:  # the name leads to another file now: not this node's bytes
+            os.close(fd)
+            raise OSError(errno.ESTALE, "the name leads to another file now")
         close_fd(node.keeper_fd)
         node.keeper_fd, node.keeper_reads = fd, True
 
@@ -445,6 +456,17 @@ def _need(path: str | None) -> str:
     if path is None:
         raise OSError(errno.ESTALE, "no longer in the tree")
     return path
+
+
+_buffers = threading.local()
+
+
+def _read_buffer(size: int) -> memoryview:
+    """A ``size``-byte view of this thread's read buffer (grown as needed, never shrunk)."""
+    buffer: bytearray | None = getattr(_buffers, "data", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _buffers.data = bytearray(max(size, 1 << 17))
+    return memoryview(buffer)[:size]
 
 
 def privileged(mode: int) -> bool:

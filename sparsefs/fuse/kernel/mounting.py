@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import subprocess
+from pathlib import Path
 
 from sparsefs.fuse import features
 from sparsefs.fuse.mounts import find_mount
@@ -85,6 +86,23 @@ def fusermount_mount(mountpoint: str, allow_other: bool, read_only: bool = False
         os.close(extra)
     os.set_inheritable(fds[0], False)
     return fds[0]
+
+
+def raise_readahead(mountpoint: str, kilobytes: int) -> bool:
+    """Let the kernel read ahead ``kilobytes`` on this mount (its own backing device, gone with it).
+
+    The kernel offers FUSE its default readahead (128 KiB) and the INIT reply can only lower it, so a
+    file served through the page cache is filled 128 KiB per READ. The mount's bdi setting is writable by
+    root only; an unprivileged mount keeps the default. Read from the mount table, never by a stat of
+    the mountpoint (that would ask this very daemon before it serves)."""
+    entry = find_mount(mountpoint)
+    if entry is None:
+        return False
+    try:
+        Path(f"/sys/class/bdi/0:{entry.minor}/read_ahead_kb").write_text(f"{kilobytes}\n")
+    except OSError:
+        return False
+    return True
 
 
 def unmount(mountpoint: str, by_fusermount: bool) -> None:

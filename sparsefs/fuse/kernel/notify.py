@@ -106,8 +106,10 @@ class Notifier:
     def _settle(self, node: Node, path: str) -> None:
         """Pages (or the cached listing) of a daemon-served node; the name ``path`` if it no longer leads
         to ``node``'s inode (one name of a hard-linked file may go while the others stay)."""
-        if node.generated:
-            return  # direct_io: no pages, and the name stays valid
+        if node.generated:  # direct_io: no pages (but pages with --no-open), and the name stays valid
+            if self.ops.no_open:
+                self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
+            return
         # pages: a daemon-served or page-cache-opened file has some (sparsefs.fuse.kernel.files); for a
         # file only ever read by passthrough the mapping is empty and this costs nothing
         self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from sparsefs.fuse.kernel import proto as k
-from sparsefs.fuse.kernel.cache import LIVE_S, SHORT_S, CachePolicy
+from sparsefs.fuse.kernel.cache import LIVE_S, NO_OPEN_LIVE_S, SHORT_S, CachePolicy
 from sparsefs.fuse.kernel.dirs import DirectoryOps
 from sparsefs.fuse.kernel.files import Device, FileOps, kill_suidgid, privileged
 from sparsefs.fuse.kernel.nodes import ROOT, Node, NodeTable
@@ -48,6 +48,7 @@ class KernelOps:
         self.dirs = DirectoryOps(core, self.nodes, self._entry, self.real_entry)
         self.xattrs = XattrOps(core, self.nodes, self.files)
         self.forget_name: Callable[[int, str], None] = lambda parent, name: None  # the notifier's, once serving
+        self.no_open = False  # --no-open: OPEN answers ENOSYS once; READs then come by node
 
     # ---- request context -----------------------------------------------------
     def set_caller(self, request: k.Request) -> None:
@@ -75,7 +76,14 @@ class KernelOps:
         node = self.nodes.remember(parent, name, ino, is_virtual_ino(ino), attrs.get("st_dev", 0), attrs["st_mode"],
                                    attrs.get("st_nlink", 1))
         self._last[node.nodeid] = attrs
-        return k.pack_entry(node.nodeid, attrs, self._timeout(node, attrs))
+        return k.pack_entry(node.nodeid, self._settled(node, attrs), self._timeout(node, attrs))
+
+    def _settled(self, node: Node, attrs: dict[str, int]) -> dict[str, int]:
+        """--no-open: the kernel keeps every file's pages across reads and drops them only when its size or
+        mtime changes, so a live control file's snapshot carries the time it was taken as its mtime."""
+        if self.no_open and node.generated and self._timeout(node) == NO_OPEN_LIVE_S:
+            return attrs | {"st_mtime": time.time_ns()}
+        return attrs
 
     def _timeout(self, node: Node, attrs: dict[str, int] | None = None) -> float:
         """How long the kernel may keep this node's entry and attributes (sparsefs.fuse.kernel.cache).
@@ -85,6 +93,8 @@ class KernelOps:
         if node.generated:
             parent = self.nodes.peek(node.parent)
             live = (parent is not None and parent.generated) or (node.parent == ROOT and node.name == CONTROL_DIR)
+            if live and self.no_open and node.kind == stat.S_IFREG:
+                return NO_OPEN_LIVE_S  # no handle pins a snapshot: one per second, so a read sees one whole
             return LIVE_S if live else SHORT_S
         if attrs is None:
             return self.cache.real(self.cache.root_dev, 2)  # not known here: as if hard-linked (short)
@@ -148,7 +158,7 @@ class KernelOps:
                 self._replaced(node, path or "/")
             self._last[node.nodeid] = st
             return k.pack_attr_out_stat(st, self.cache.real(st.st_dev, st.st_nlink, st.st_mode))
-        attrs = self._attrs(node, fh if flags & k.GETATTR_FH else None)
+        attrs = self._settled(node, self._attrs(node, fh if flags & k.GETATTR_FH else None))
         return k.pack_attr_out(attrs, self._timeout(node, attrs))
 
     def setattr(self, request: k.Request) -> bytes:
@@ -315,6 +325,8 @@ class KernelOps:
 
     # ---- files -------------------------------------------------------------
     def open(self, request: k.Request) -> bytes:
+        if self.no_open:  # from now on the kernel opens files itself (FUSE_NO_OPEN_SUPPORT): no OPEN, no RELEASE
+            raise OSError(errno.ENOSYS, "--no-open")
         flags, open_flags = k.OPEN_IN.unpack_from(request.body)
         last = self._last.get(request.nodeid)  # the size the kernel holds: small files may use the page cache
         size = None if last is None else last.st_size if isinstance(last, os.stat_result) else last.get("st_size")
@@ -338,9 +350,24 @@ class KernelOps:
                 self._forget(nodeid, 1)  # the kernel never received this entry
             raise
 
-    def read(self, request: k.Request) -> bytes:
+    def read(self, request: k.Request) -> bytes | memoryview:
         fh, offset, size, _ = k.READ_IN.unpack_from(request.body)
+        if fh == 0 and self.no_open:
+            return self._read_unopened(self.nodes.get(request.nodeid), offset, size)
         return self.files.read(fh, offset, size)
+
+    def _read_unopened(self, node: Node, offset: int, size: int) -> bytes | memoryview:
+        """--no-open: a READ by node alone. A real file is read from its keeper into the page cache; a
+        generated one is opened, read and closed in the core (the pack frozen for that name and version,
+        or the control file's snapshot its size was given with)."""
+        if not node.generated:
+            return self.files.read_unopened(node, offset, size)
+        path = self._path(node.nodeid)
+        opened = self.core.open(path, os.O_RDONLY)
+        try:
+            return self.core.read(path, size, offset, opened.fh)
+        finally:
+            self.core.release(path, opened.fh)
 
     def write(self, request: k.Request) -> bytes:
         fh, offset, size, write_flags, _, _, _ = k.WRITE_IN.unpack_from(request.body)

@@ -66,10 +66,12 @@ class Session:
         self.by_fusermount = False  # mounted by fusermount3 (no CAP_SYS_ADMIN): it unmounts too
         self.device = device or FuseDevice()
         self.ops = KernelOps(core, self.device)
+        self.ops.no_open = no_open
         self.dispatcher = Dispatcher(self.ops, self.device)
         self.notifier = Notifier(self.ops, self.device)
         self.ops.forget_name = self.notifier.forget_name_later
         core.stats.sections["kernel_requests"] = self.dispatcher.requests
+        core.stats.sections["kernel_request_us"] = self.dispatcher.request_us
         self.stopping = threading.Event()
         self._fds = [self.device.fd]
         self.standby = Standby(self.stopping)
@@ -77,7 +79,7 @@ class Session:
                                  kept_idle_files=self.ops.files.kept_idle)
 
     @property
-    def handlers(self) -> dict[int, Callable[[k.Request], bytes | None]]:
+    def handlers(self) -> dict[int, Callable[[k.Request], bytes | memoryview | None]]:
         return self.dispatcher.handlers
 
     def invalidate_path(self, path: str) -> None:
@@ -90,6 +92,8 @@ class Session:
         self.ops.files.idle_limit = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
         self.device.fd, self.by_fusermount = mounting.mount(self.mountpoint, allow_other, read_only=self.no_open)
         self._fds = [self.device.fd]
+        if not self.by_fusermount:
+            mounting.raise_readahead(self.mountpoint, MAX_WRITE // 1024)
         threads: list[threading.Thread] = []
         try:
             self._negotiate()
