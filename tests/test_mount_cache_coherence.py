@@ -14,9 +14,12 @@ import json
 import mmap
 import os
 import stat
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from tests import mountutil
 from tests.conftest import kernel_family
@@ -260,3 +263,52 @@ def test_stores_through_an_outside_mapping_reach_the_next_open(mirror: Mount) ->
         mapped[8000:8010] = b"D" * 10
         with open(mnt / "mapped.txt", "rb") as reader:  # a reader that opened after the store reads it
             assert reader.read()[8000:8010] == b"D" * 10
+
+
+def _git(cwd: Path, *args: str) -> str:
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    return subprocess.run(["git", *identity, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+
+
+def _requests(mount: Mount) -> dict[str, int]:
+    return dict(json.loads((mount.mountpoint / ".sparsefs" / "stats.json").read_text())["kernel_requests"])
+
+
+def test_the_echo_of_a_checkout_costs_the_next_status_nothing_per_file(mirror: Mount, backend: str) -> None:
+    """Issue 26, item 4: the watcher hears every file a checkout through the mount wrote; the kernel already
+    knows them (it fetched their attributes as git wrote them), so the echo drops nothing and the first
+    git status after the checkout asks for no file's attributes again."""
+    if not kernel_family(backend):
+        pytest.skip("request counts are the kernel backend's")
+    repo = mirror.mountpoint / "repo"
+    for index in range(150):
+        (repo / f"d{index % 5}").mkdir(parents=True, exist_ok=True)
+        (repo / f"d{index % 5}" / f"f{index}.txt").write_text(f"{index}\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+    _git(repo, "checkout", "-qb", "two")
+    for path in repo.glob("d*/f*.txt"):
+        path.write_text(path.read_text() + "two\n")
+    _git(repo, "commit", "-qam", "two")
+    for branch in ("master", "two"):
+        _git(repo, "checkout", "-q", branch)
+        time.sleep(0.3)  # the watcher's echo of 150 rewritten files arrives
+        before = _requests(mirror)
+        assert _git(repo, "status", "--porcelain") == ""
+        after = _requests(mirror)
+        # 150 files rewritten; what is left is git's own (directories, .git): about 30 here
+        assert after.get("GETATTR", 0) - before.get("GETATTR", 0) < 60, (before, after)
+
+
+def test_an_outside_change_right_after_a_write_through_the_mount_is_seen(mirror: Mount) -> None:
+    """The echo of a write through the mount is skipped only while the file is exactly what the kernel was
+    given: a same-size rewrite outside, a moment later, still reaches readers."""
+    mnt, src = mirror.mountpoint, mirror.source
+    for index in range(10):
+        path = mnt / f"written{index}.txt"
+        path.write_bytes(b"through the mount\n")
+        assert path.read_bytes() == b"through the mount\n"
+        (src / path.name).write_bytes(b"OUTSIDE the mount\n")  # the same size, a moment later
+        assert within(lambda p=path: p.read_bytes() == b"OUTSIDE the mount\n")  # type: ignore[misc]

@@ -69,15 +69,19 @@ def suggested_watch_limit(needed: int, current: int | None) -> int:
 
 
 class Echoes:
-    """Names the mount itself removed, so the watcher can skip the echo of each removal; thread-safe.
+    """Names the mount itself created, removed or renamed, so the watcher can skip their echo; thread-safe.
 
-    The kernel already dropped what it cached of a name removed through the mount
-    (the entry and the directory's listing), and the core already dropped its
-    packs; the watcher's echo would only make the kernel re-ask for the
-    directory's attributes and take the directory's lock from the notifier while
-    the next unlink of an ``rm -rf`` waits for it (it doubled the command's
-    time). Each removal is expected once, for ``ECHO_S`` seconds: an outside
-    create or a second removal of that name still comes through.
+    The kernel already knows what it did through the mount: it dropped or added
+    the entry itself, and it drops a directory's cached listing and attributes
+    whenever it changes that directory. The watcher's echo would only make it
+    re-read them (and take the directory's lock from the notifier while the
+    next unlink of an ``rm -rf`` waits for it: it doubled the command's time;
+    after a checkout, every directory was listed again). The core already
+    dropped its packs. So the echo of a name change made through the mount is
+    skipped for the directory (a removal entirely); a created or renamed file
+    is still reported, and the kernel backend then compares it with what the
+    kernel holds (sparsefs.fuse.kernel.notify). Each change is expected once,
+    for ``ECHO_S`` seconds: an outside change of that name still comes through.
     """
 
     ECHO_S = 5.0
@@ -120,12 +124,19 @@ class Freshness:
         self._lock = threading.Lock()
         self._stoppers: list[Callable[[], None]] = []
         self._listeners: list[Callable[[], None]] = []
-        self.echoes = Echoes()  # removals made through the mount (the watcher skips their echo)
+        self.echoes = Echoes()  # name changes made through the mount (the watcher skips their echo)
 
     def removed_here(self, rel: str) -> None:
         """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo."""
         if self.mode == INOTIFY:
             self.echoes.expect(rel)
+
+    def named_here(self, *rels: str) -> None:
+        """``rels`` were created, linked or renamed (both names) through the mount: while watched, the watcher
+        reports them without their directories (the kernel already dropped its listings of those)."""
+        if self.mode == INOTIFY:
+            for rel in rels:
+                self.echoes.expect(rel)
 
     def listen(self, on_unwatched: Callable[[], None]) -> None:
         """Call ``on_unwatched()`` when a watched mount switches to on-access checking (the kernel backend

@@ -243,11 +243,22 @@ class Core:
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
         rel = self._writable_rel(path)
-        fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
+        fd, made = self._create(rel, flags, mode)
+        if made:
+            self.freshness.named_here(rel)
         if self.guard is not None:
             self.guard.written(rel)
         self._source_changed(rel)
         return OpenResult(fd, direct_io=False)
+
+    def _create(self, rel: str, flags: int, mode: int) -> tuple[int, bool]:
+        """The opened file and whether this call made it (O_EXCL first: only a new name's echo is expected)."""
+        try:
+            return self.root.open_regular(rel, flags | os.O_CREAT | os.O_EXCL, mode), True
+        except FileExistsError:
+            if flags & os.O_EXCL:
+                raise
+        return self.root.open_regular(rel, flags | os.O_CREAT, mode), False
 
     def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
         if fh >= _HANDLE_BASE:
@@ -327,10 +338,14 @@ class Core:
         self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
 
     def mkdir(self, path: str, mode: int) -> None:
-        self.root.mkdir(self._writable_rel(path), mode)
+        rel = self._writable_rel(path)
+        self.root.mkdir(rel, mode)
+        self.freshness.named_here(rel)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        self.root.mknod(self._writable_rel(path), mode, dev)
+        rel = self._writable_rel(path)
+        self.root.mknod(rel, mode, dev)
+        self.freshness.named_here(rel)
 
     def rmdir(self, path: str) -> None:
         rel = self._writable_rel(path)
@@ -346,16 +361,21 @@ class Core:
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         old_rel, new_rel = self._writable_rel(old), self._writable_rel(new)
         self.root.rename(old_rel, new_rel, flags)
+        self.freshness.named_here(old_rel, new_rel)
         if self.guard is not None:
             self.guard.written(new_rel)
         self._source_changed(old_rel)
         self._source_changed(new_rel)
 
     def symlink(self, path: str, target: str) -> None:
-        self.root.symlink(target, self._writable_rel(path))
+        rel = self._writable_rel(path)
+        self.root.symlink(target, rel)
+        self.freshness.named_here(rel)
 
     def link(self, path: str, existing: str) -> None:
-        self.root.link(self._writable_rel(existing), self._writable_rel(path))
+        rel = self._writable_rel(path)
+        self.root.link(self._writable_rel(existing), rel)
+        self.freshness.named_here(rel)
 
     def chmod(self, path: str, mode: int) -> None:
         self.root.chmod(self._writable_rel(path), mode)

@@ -82,7 +82,7 @@ class SourceWatcher:
         self.trouble: str | None = None
         self._on_change = on_change
         self._on_trouble = on_trouble
-        self.echoes: Echoes | None = None  # removals made through the mount: their echo is skipped
+        self.echoes: Echoes | None = None  # name changes made through the mount: their echo is (mostly) skipped
         self._started = False
         fd = int(_libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK))
         if fd < 0:
@@ -194,8 +194,10 @@ class SourceWatcher:
         rel = parent + b"/" + name if parent else name
         if mask & IN_ISDIR:
             self._directory_event(rel, mask, cookie)
-        if mask & IN_DELETE and self.echoes is not None and self.echoes.take(os.fsdecode(rel)):
-            return []  # removed through the mount: nothing cached to drop
+        if mask & NAMESPACE and self.echoes is not None and self.echoes.take(os.fsdecode(rel)):
+            # made through the mount (sparsefs.source.freshness.Echoes): the kernel dropped the directory's
+            # caches itself; a removed name has nothing left to drop, a new one is compared by the backend
+            return [] if mask & (IN_DELETE | IN_MOVED_FROM) else [rel]
         return [rel, parent] if mask & NAMESPACE else [rel]
 
     def _directory_event(self, rel: bytes, mask: int, cookie: int) -> None:

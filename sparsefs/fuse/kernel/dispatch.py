@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import errno
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -39,7 +38,7 @@ class Dispatcher:
         self.handlers = handler_table(ops)
         self.pool = ThreadPoolExecutor(SLOW_WORKERS, thread_name_prefix="sparsefs-slow")
         self.counts: collections.Counter[int] = collections.Counter()  # requests per opcode (stats.json)
-        self.busy_ns: collections.Counter[int] = collections.Counter()  # CPU time answering them on the reader
+        self.busy_ns: collections.Counter[int] = collections.Counter()  # CPU answering them (SPARSEFS_REQUEST_CPU)
         self._pending: dict[int, tuple[int, Future[None]]] = {}
         self._pending_lock = threading.Lock()
 
@@ -55,9 +54,7 @@ class Dispatcher:
                 self._pending[request.unique] = (fd, future)
             future.add_done_callback(lambda _: self._forget_pending(request.unique))
         else:
-            started = time.thread_time_ns()
             self.answer(fd, request)
-            self.busy_ns[opcode] += time.thread_time_ns() - started
 
     def _may_build(self, request: k.Request) -> bool:
         """Could this build an EvidencePack or render the control tree?"""
@@ -99,9 +96,10 @@ class Dispatcher:
         return {k.OPCODE_NAMES.get(code, str(code)): count for code, count in sorted(self.counts.items())}
 
     def request_us(self) -> dict[str, float]:
-        """Mean CPU microseconds the reader thread spent answering each opcode (reply included; requests
-        answered on the pool, which may build packs, not counted; CPU, not wall time, so a loaded machine
-        does not inflate it): ``kernel_request_us`` in stats.json."""
+        """Mean CPU microseconds a reader thread spent answering each opcode (reply included; for requests
+        handed to the pool, only the handing over; CPU, not wall time, so a loaded machine does not inflate
+        it): ``kernel_request_us`` in stats.json, measured only with ``SPARSEFS_REQUEST_CPU=1`` (it costs
+        two system calls per request)."""
         return {k.OPCODE_NAMES.get(code, str(code)): round(busy / 1000 / self.counts[code], 1)
                 for code, busy in sorted(self.busy_ns.items()) if self.counts[code]}
 

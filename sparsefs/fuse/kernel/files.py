@@ -24,11 +24,10 @@ file than the node's now answers ESTALE (the kernel walks it again). A
 read-only reopen of a kept file makes no system call until a READ.
 
 **Small files read while watched come from the page cache under passthrough
-too** (issue 19). Every passthrough read makes the kernel forget the file's
-cached atime (fs/fuse/passthrough.c, ``fuse_file_accessed``), so the next
-``stat`` costs a GETATTR: after a ``grep -r``, one per file. So a read-only
-open of a regular file of at most ``PAGE_CACHED_MAX`` bytes, while the source
-is watched, is a page-cache open. The kernel forbids a passthrough open beside
+too** (issue 19): every passthrough read makes the kernel forget the file's
+cached atime, so after a ``grep -r`` each ``stat`` cost a GETATTR. A read-only
+open of a regular file of at most ``PAGE_CACHED_MAX`` bytes, while watched, is
+a page-cache open. The kernel forbids a passthrough open beside
 such an open, so while any is open every other open of the node is one too (a
 write then goes through the daemon); after a passthrough write the next
 page-cache open drops the pages.
@@ -40,11 +39,10 @@ past the writeback window after the last ctime, since stores through an
 outside shared mapping raise no inotify event. A stamp that moved also drops
 the kernel's cached attributes.
 
-**Set-user-ID files** (FUSE_HANDLE_KILLPRIV_V2): the kernel leaves clearing
-suid/sgid on write, truncate and chown to the daemon, and says when (the
-writer lacks CAP_FSETID). A passthrough write never reaches the daemon, so a
-write open of a file with suid (or sgid and group-exec) is served by the
-daemon with direct I/O instead (the kernel allows that beside passthrough opens).
+**Set-user-ID files** (``sparsefs.fuse.kernel.privs``): a passthrough write
+never reaches the daemon, which must clear the bits, so a write open of a file
+with suid (or sgid and group-exec) is served by the daemon with direct I/O
+(the kernel allows that beside passthrough opens).
 
 Generated files (packs, control files) are core handles answered with READ
 replies and direct I/O. A node never mixes passthrough with page-cache opens.
@@ -56,8 +54,8 @@ import errno
 import itertools
 import logging
 import os
-import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -66,6 +64,8 @@ from sparsefs.fuse import pagecache
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.keeping import IdleFiles, close_fd
 from sparsefs.fuse.kernel.nodes import Node, NodeTable
+from sparsefs.fuse.kernel.privs import kill_suidgid, privileged
+from sparsefs.fuse.kernel.transport import read_buffer
 from sparsefs.source.freshness import INOTIFY, check_kernel_open
 from sparsefs.vfs.core import Core, OpenResult
 
@@ -147,6 +147,24 @@ class FileOps:
         self._busy(node)
         return reply
 
+    def reopen(self, node: Node, flags: int, size: int | None) -> bytes | None:
+        """A read-only reopen of a kept file: the reply, with no system call beyond the revalidation's fstat;
+        None when the general path (``open``) must answer (sparsefs.fuse.kernel.fastpath)."""
+        if flags & _WRITE_MODES or node.generated or self.core.guard is not None or self.core.freshness.on_access:
+            return None
+        with node.lock:
+            if self._by_passthrough(node):
+                if node.backing_id is None:
+                    return None
+                from_pages = self._from_pages(node, size)
+                reply = self._page_cached_open(node) if from_pages else self._passthrough_open(node, flags)
+            elif node.verified or node.keeper_fd >= 0:
+                reply = self._page_cached_open(node)
+            else:
+                return None
+        self.idle.busy(node)
+        return reply
+
     def _daemon_open(self, node: Node, flags: int, kill_privs: bool = False) -> bytes:
         """An open served by the daemon into the kernel's page cache (no passthrough here, or refused).
 
@@ -209,8 +227,10 @@ class FileOps:
 
     def open_created(self, node: Node, result: OpenResult, flags: int) -> bytes:
         """The open half of CREATE, for the fd the core created the file with."""
+        node.written_at = time.monotonic()
         if not self._by_passthrough(node):
-            return self._core_open(node, result, flags)
+            with node.lock:
+                return self._cached_core_open(node, result, flags)
         with node.lock:
             if not self._adopt(node, result.fh, flags):
                 return self._core_open(node, result, flags)
@@ -276,6 +296,7 @@ class FileOps:
                 raise OSError(errno.ESTALE, "the name leads to another file now")
         changed = node.pages.stamp is not None and node.pages.stamp != now
         keep = pagecache.may_keep(node.pages, now) and not node.pages_stale
+        node.paged = True
         node.pages_stale = False
         if changed:  # changed unseen (a mapped store): the kernel's size and times are stale too
             self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
@@ -284,6 +305,7 @@ class FileOps:
     def _core_open(self, node: Node, result: OpenResult, flags: int, direct_io: bool = False) -> bytes:
         fh = self._add(Handle(node, result.fh, bool(flags & _WRITE_MODES)), result.fh)
         direct = direct_io or result.direct_io
+        node.paged |= not direct  # pages with no stamp: every outside change drops them
         return k.OPEN_OUT.pack(fh, k.FOPEN_DIRECT_IO if direct else k.FOPEN_KEEP_CACHE, 0)
 
     def _add(self, handle: Handle, fh: int) -> int:
@@ -314,7 +336,7 @@ class FileOps:
 
         Read into this thread's buffer and sent from it (the reply goes out before the thread reads its
         next request): a READ of a megabyte then costs no allocation and no copy in Python."""
-        view = _read_buffer(size)
+        view = read_buffer(size)
         with node.lock:
             self._readable_keeper(node)
             count = os.preadv(node.keeper_fd, [view], offset)
@@ -397,6 +419,8 @@ class FileOps:
             handle = self._handles.pop(fh, None)
         if handle is None:
             return
+        if handle.writable:
+            self._written(handle)
         if handle.core_fh is not None:
             self.core.release(self.nodes.path(handle.node.nodeid), handle.core_fh)
             if handle.cached:
@@ -407,6 +431,17 @@ class FileOps:
         if path is not None:
             self.core.source_written(path)  # passthrough writes never passed through us
         self._closed_once(handle, detached=handle.node.parent == 0)
+
+    def _written(self, handle: Handle) -> None:
+        """A write handle closes: the kernel saw every write it made (passthrough writes leave no pages,
+        writes through the daemon updated the pages they wrote), so cached pages now match the file as it
+        is; the watcher's echo of these writes then drops nothing (sparsefs.fuse.kernel.notify)."""
+        node = handle.node
+        with node.lock:
+            node.written_at = time.monotonic()
+            fd = handle.core_fh if handle.core_fh is not None and handle.core_fh < _GENERATED_BASE else node.keeper_fd
+            if node.paged and node.pages.stamp is not None and fd >= 0:
+                node.pages.stamp = pagecache.stamp(os.fstat(fd))
 
     def _closed_once(self, handle: Handle, detached: bool) -> None:
         node = handle.node
@@ -456,30 +491,3 @@ def _need(path: str | None) -> str:
     if path is None:
         raise OSError(errno.ESTALE, "no longer in the tree")
     return path
-
-
-_buffers = threading.local()
-
-
-def _read_buffer(size: int) -> memoryview:
-    """A ``size``-byte view of this thread's read buffer (grown as needed, never shrunk)."""
-    buffer: bytearray | None = getattr(_buffers, "data", None)
-    if buffer is None or len(buffer) < size:
-        buffer = _buffers.data = bytearray(max(size, 1 << 17))
-    return memoryview(buffer)[:size]
-
-
-def privileged(mode: int) -> bool:
-    """Set-user-ID, or set-group-ID on a group-executable file: what a write by a user without CAP_FSETID
-    clears (FUSE_HANDLE_KILLPRIV_V2 leaves it to the daemon)."""
-    return bool(mode & stat.S_ISUID) or mode & (stat.S_ISGID | stat.S_IXGRP) == stat.S_ISGID | stat.S_IXGRP
-
-
-def kill_suidgid(fd: int) -> None:
-    """Clear suid and (on a group-executable file) sgid of the open regular file ``fd``, if set."""
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISREG(mode) and privileged(mode):
-        drop = stat.S_ISUID | (stat.S_ISGID if mode & stat.S_IXGRP else 0)
-        os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
-
-

@@ -23,13 +23,17 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import stat
 import threading
+import time
 from typing import NamedTuple
 
+from sparsefs.fuse import pagecache
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import Node
-from sparsefs.fuse.kernel.ops import KernelOps
+from sparsefs.fuse.kernel.ops import KernelOps, same_object
 from sparsefs.fuse.kernel.transport import FuseDevice
+from sparsefs.source.freshness import Echoes
 
 log = logging.getLogger("sparsefs.kernel")
 _ALL = "all"
@@ -71,6 +75,8 @@ class Notifier:
         """``path`` changed: its attributes now; its pages, its name or its absence from the notifier thread."""
         node = self.ops.nodes.find(path)
         if node is not None:
+            if not node.generated and self._current(node, path):
+                return  # the kernel holds what the file is now: the echo of a change made through the mount
             self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, -1, 0))
             self._queue.put(_Changed(node, path))
             return
@@ -81,6 +87,21 @@ class Notifier:
     def forget_name_later(self, parent: int, name: str) -> None:
         """The kernel must forget ``name`` in ``parent`` (it leads to another file now); safe inside a request."""
         self._queue.put(_Forget(parent, name))
+
+    def _current(self, node: Node, path: str) -> bool:
+        """Does the kernel hold exactly what ``path`` is now: the node's own file, the attributes last handed
+        out, and pages (if it may have any) started from this very version? A write through the mount
+        leaves the kernel so (it drops its own attributes after each write, and the next stat fetched the
+        new ones); a change from outside never does. A directory never is: its cached listing may be stale
+        whatever its attributes say (the echo of a name made through the mount reports no directory)."""
+        if node.kind == stat.S_IFDIR or time.monotonic() - node.written_at > Echoes.ECHO_S:
+            return False  # only a file the mount wrote moments ago: anything else changed outside
+        try:
+            st = self.ops.core.root.lstat(path.lstrip("/"))
+        except OSError:
+            return False
+        pages_current = not node.paged or node.pages.stamp == pagecache.stamp(st)
+        return same_object(node, st) and self.ops.handed_out(node, st) and pages_current
 
     def untrusted(self) -> None:
         """The watcher stopped while the kernel holds long-lived caches: drop them all."""

@@ -21,8 +21,9 @@ from typing import Protocol
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.cache import LIVE_S, NO_OPEN_LIVE_S, SHORT_S, CachePolicy
 from sparsefs.fuse.kernel.dirs import DirectoryOps
-from sparsefs.fuse.kernel.files import Device, FileOps, kill_suidgid, privileged
+from sparsefs.fuse.kernel.files import Device, FileOps
 from sparsefs.fuse.kernel.nodes import ROOT, Node, NodeTable
+from sparsefs.fuse.kernel.privs import kill_suidgid, privileged
 from sparsefs.fuse.kernel.xattrs import XattrOps
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, stat_dict
 from sparsefs.vfs.control import CONTROL_DIR
@@ -216,6 +217,15 @@ class KernelOps:
             self.core.access(path, mask)
         return b""
 
+    def handed_out(self, node: Node, st: os.stat_result) -> bool:
+        """Are ``st`` the attributes the kernel was last given for ``node`` (atime aside)?"""
+        last = self._last.get(node.nodeid)
+        if last is None:
+            return False
+        if isinstance(last, os.stat_result):
+            return _attr_key(last) == _attr_key(st)
+        return tuple(last.get(key) for key in _ATTR_KEYS) == _attr_key(st)
+
     def _replaced(self, node: Node, path: str) -> None:
         """``path`` leads to another object than ``node`` now (replaced outside, not yet heard of): the node
         is answered for as a vanished file from now on, the kernel is told to forget the name, and this
@@ -324,6 +334,15 @@ class KernelOps:
             self.files.hold_for_reading(node)
 
     # ---- files -------------------------------------------------------------
+    def reopen(self, nodeid: int, flags: int) -> bytes | None:
+        """The fast path's OPEN (sparsefs.fuse.kernel.fastpath): a read-only reopen of a kept file, or None."""
+        node = self.nodes.peek(nodeid)
+        if node is None or self.no_open:
+            return None
+        last = self._last.get(nodeid)
+        size = None if last is None else last.st_size if isinstance(last, os.stat_result) else last.get("st_size")
+        return self.files.reopen(node, flags, size)
+
     def open(self, request: k.Request) -> bytes:
         if self.no_open:  # from now on the kernel opens files itself (FUSE_NO_OPEN_SUPPORT): no OPEN, no RELEASE
             raise OSError(errno.ENOSYS, "--no-open")
@@ -410,6 +429,14 @@ class KernelOps:
 
     def open_handles(self) -> int:
         return self.files.open_handles()
+
+
+_ATTR_KEYS = ("st_ino", "st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_mtime", "st_ctime")
+
+
+def _attr_key(st: os.stat_result) -> tuple[int, ...]:
+    """What the kernel caches of a file, as ``stat_dict`` spells it (times in ns); atime aside."""
+    return st.st_ino, st.st_mode, st.st_nlink, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def same_object(node: Node, st: os.stat_result) -> bool:

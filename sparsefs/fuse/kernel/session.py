@@ -25,6 +25,7 @@ import os
 import resource
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -33,6 +34,7 @@ from sparsefs.fuse import features
 from sparsefs.fuse.kernel import mounting
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.dispatch import Dispatcher
+from sparsefs.fuse.kernel.fastpath import FastPath
 from sparsefs.fuse.kernel.notify import Notifier
 from sparsefs.fuse.kernel.ops import KernelOps
 from sparsefs.fuse.kernel.standby import Standby
@@ -45,6 +47,7 @@ log = logging.getLogger("sparsefs.kernel")
 WANTED = (k.ASYNC_READ | k.BIG_WRITES | k.AUTO_INVAL_DATA | k.DO_READDIRPLUS | k.READDIRPLUS_AUTO
           | k.PARALLEL_DIROPS | k.MAX_PAGES | k.INIT_EXT | k.HANDLE_KILLPRIV_V2)
 GRANTS = {"passthrough": k.PASSTHROUGH, "killpriv_v2": k.HANDLE_KILLPRIV_V2}  # stats.json "kernel_features"
+TIMED = os.environ.get("SPARSEFS_REQUEST_CPU") == "1"  # per-opcode CPU in stats.json (kernel_request_us)
 DEFAULT_READERS = 1
 DEFAULT_SPIN_US = 200  # see sparsefs.fuse.kernel.transport
 
@@ -68,6 +71,7 @@ class Session:
         self.ops = KernelOps(core, self.device)
         self.ops.no_open = no_open
         self.dispatcher = Dispatcher(self.ops, self.device)
+        self.fast = FastPath(self.ops, self.dispatcher)
         self.notifier = Notifier(self.ops, self.device)
         self.ops.forget_name = self.notifier.forget_name_later
         core.stats.sections["kernel_requests"] = self.dispatcher.requests
@@ -178,7 +182,7 @@ class Session:
         with ``spin``, ``fd`` is polled for ``spin_ns`` before the thread sleeps.
         """
         next_request = request_reader(fd, self.spin_ns if spin else 0)
-        dispatch = self.dispatcher.dispatch
+        dispatch, fast, timed = self.dispatcher.dispatch, self.fast.answer, TIMED
 
         def answer() -> bool:
             try:
@@ -192,7 +196,10 @@ class Session:
             if stamp is not None:
                 stamp.started()
             try:
-                dispatch(fd, k.Request.parse(raw))
+                if timed:
+                    self._timed(fd, raw)
+                elif not fast(fd, raw):
+                    dispatch(fd, k.Request.parse(raw))
             except Exception:  # a malformed request must not end the loop
                 log.exception("could not dispatch a %d-byte request", len(raw))
             finally:
@@ -201,6 +208,13 @@ class Session:
             return True
 
         return answer
+
+    def _timed(self, fd: int, raw: bytes) -> None:
+        """Answer ``raw`` and add the thread's CPU time to its opcode's (``SPARSEFS_REQUEST_CPU=1``)."""
+        started = time.thread_time_ns()
+        if not self.fast.answer(fd, raw):
+            self.dispatcher.dispatch(fd, k.Request.parse(raw))
+        self.dispatcher.busy_ns[k.U32.unpack_from(raw, 4)[0]] += time.thread_time_ns() - started
 
     def _dispatch(self, fd: int, request: k.Request) -> None:
         self.dispatcher.dispatch(fd, request)

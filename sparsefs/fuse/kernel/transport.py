@@ -18,6 +18,7 @@ import fcntl
 import logging
 import os
 import select
+import threading
 import time
 from collections.abc import Callable
 
@@ -87,6 +88,18 @@ class FuseDevice:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+_buffers = threading.local()
+
+
+def read_buffer(size: int) -> memoryview:
+    """A ``size``-byte view of this thread's read buffer (grown as needed, never shrunk): a READ reads into
+    it and its reply is sent from it (``FuseDevice.send_parts``) before the thread reads its next request."""
+    buffer: bytearray | None = getattr(_buffers, "data", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _buffers.data = bytearray(max(size, 1 << 17))
+    return memoryview(buffer)[:size]
 
 
 def read_first(fd: int) -> bytes:
