@@ -96,14 +96,16 @@ def user_home() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def start(base: Path, source: Path, *extra: str, backend: str = "kernel") -> UserMount:
-    """Mount ``source`` (owned by nobody, under ``base``) at base/mnt as nobody; wait until it answers."""
+def start(base: Path, source: Path, *extra: str, backend: str = "kernel", code: str | None = None) -> UserMount:
+    """Mount ``source`` (owned by nobody, under ``base``) at base/mnt as nobody; wait until it answers.
+    ``code``: a directory whose packages the daemon imports first (a benchmark's snapshot of a commit)."""
     mountpoint, state, log, dev = base / "mnt", base / "state", base / "daemon.log", base / ".dev"
     for path in (mountpoint, state, dev):
         path.mkdir(exist_ok=True)
         os.chown(path, USER, USER)
     site = sysconfig.get_paths()["purelib"]
-    daemon = [*AS_USER, str(user_python()), "-s", "-c", _BOOT, site, "mount", "-f", str(source), str(mountpoint),
+    python = ["env", f"PYTHONPATH={code}", str(user_python())] if code else [str(user_python())]
+    daemon = [*AS_USER, *python, "-s", "-c", _BOOT, site, "mount", "-f", str(source), str(mountpoint),
               "--state-dir", str(state), "--backend", backend, *extra]
     setup = (f"mount -t tmpfs -o size=64k,mode=755 sparsefs-dev {dev} && mknod -m 666 {dev}/fuse c 10 229 && "
              f"mount --bind {dev}/fuse /dev/fuse && umount -l {dev} && exec {shlex.join(daemon)}")
