@@ -78,10 +78,14 @@ RUNNER = ("import json, subprocess, sys, time\n"
           "for line in sys.stdin:\n"
           "    job = json.loads(line)\n"
           "    started = time.perf_counter()\n"
-          "    done = subprocess.run(job['cmd'], cwd=job['cwd'], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
-          "                          stderr=subprocess.PIPE, timeout=job['timeout'], env=job['env'])\n"
-          "    print(json.dumps({'s': time.perf_counter() - started, 'rc': done.returncode,\n"
-          "                      'err': done.stderr[-300:].decode(errors='replace')}), flush=True)\n")
+          "    try:\n"
+          "        done = subprocess.run(job['cmd'], cwd=job['cwd'], stdin=subprocess.DEVNULL,\n"
+          "                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=job['timeout'],\n"
+          "                              env=job['env'])\n"
+          "        rc, err = done.returncode, done.stderr[-300:].decode(errors='replace')\n"
+          "    except (OSError, subprocess.SubprocessError) as exc:\n"
+          "        rc, err = -1, repr(exc)\n"
+          "    print(json.dumps({'s': time.perf_counter() - started, 'rc': rc, 'err': err}), flush=True)\n")
 
 
 def log(message: str) -> None:

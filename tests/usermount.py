@@ -41,7 +41,7 @@ _BOOT = ("import runpy, site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv[0]
 def user_python() -> str | None:
     """An interpreter of this Python version that nobody can run (None: user mounts cannot be tested here)."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (os.path.realpath(sys.executable), f"/usr/bin/python{version}"):
+    for candidate in (f"/usr/bin/python{version}", os.path.realpath(sys.executable)):
         probe = subprocess.run([*AS_USER, candidate, "-c", "import sys; print(sys.version_info[:2])"],
                                capture_output=True, text=True, timeout=30, check=False, cwd="/")
         if probe.returncode == 0 and probe.stdout.strip() == str(sys.version_info[:2]):

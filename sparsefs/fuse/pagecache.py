@@ -8,25 +8,26 @@ watcher drops them when the source changes outside the mount, but inotify is
 blind to one kind of change: stores through a shared ``mmap`` of the source
 file raise no event at all until the writer closes it (issue 25, item 4).
 
-So every such open also revalidates. The file's stamp (inode, size, mtime,
-ctime) is compared with the stamp taken when the kernel's current pages were
-started (the last open that did not keep them); pages are kept only if
+So pages are revalidated at every open and their staleness is bounded:
 
-* the stamp is unchanged, and
-* the pages were started more than :func:`writeback_window` seconds after the
-  file's last ctime.
+* **at open**, the file's stamp (inode, size, mtime, ctime) is compared with
+  the stamp taken when the kernel's current pages were started; a different
+  stamp drops them (the open answers without ``FOPEN_KEEP_CACHE``). A store
+  through a mapping moves mtime and ctime when it dirties a clean page (the
+  write fault), so the first store after pages were read is seen by the next
+  open.
+* **once, when the writeback window closes**: later stores to a page still
+  dirty change the data without moving the ctime, until writeback cleans it,
+  which the kernel does within ``dirty_expire_centisecs`` plus
+  ``dirty_writeback_centisecs`` (35 s by default) of dirtying; every store
+  after that faults again and moves the ctime. So pages started less than
+  :func:`writeback_window` seconds after the file's last ctime are dropped
+  once more when that window has passed (the kernel backend's notifier does
+  it; mfusepy, which has no notifier, keeps no such pages across opens).
 
-The second rule bounds what the first cannot see. A store through a mapping
-updates mtime and ctime only when it dirties a clean page (the write fault);
-later stores to the same page change the data silently until writeback cleans
-it, which the kernel does within ``dirty_expire_centisecs`` plus
-``dirty_writeback_centisecs`` (35 s by default) of dirtying. Pages started
-after that window past the last ctime hold every store made before they were
-read; every store after them dirties a clean page again and moves the ctime.
-A file changed within the window is re-read through the daemon at each open
-until the window has passed. What remains is documented in docs/SEMANTICS.md
-("Cache coherence"): a reader that keeps the file open (its reads come from
-pages already cached) sees a writer's stores at its next open.
+A store made through an outside mapping is therefore seen by opens after at
+most the window (about 40 s), and at once if it is the first since the pages
+were read. docs/SEMANTICS.md ("Cache coherence") says it for users.
 """
 
 from __future__ import annotations
@@ -75,9 +76,24 @@ class Pages:
     since: float = 0.0
 
 
-def may_keep(pages: Pages, now: Stamp, window: float = WINDOW_S, clock: Callable[[], float] = time.time) -> bool:
-    """Can an open keep the kernel's pages of this file? If not, the pages it starts are recorded as from ``now``."""
-    keep = pages.stamp == now and pages.since > now[3] / 1e9 + window
+def may_keep(pages: Pages, now: Stamp, window: float = WINDOW_S, clock: Callable[[], float] = time.time,
+             settles: bool = False) -> bool:
+    """Can an open keep the kernel's pages of this file? If not, the pages it starts are recorded as from ``now``.
+
+    ``settles``: the caller drops pages started within the window once it has passed (:func:`settle_at`),
+    so only the stamp must match; without that, such pages are never kept across opens."""
+    keep = pages.stamp == now and (settles or settled(pages, window))
     if not keep:
         pages.stamp, pages.since = now, clock()
     return keep
+
+
+def settled(pages: Pages, window: float = WINDOW_S) -> bool:
+    """Were these pages started past the writeback window after the file's last ctime (nothing unseen since)?"""
+    return pages.stamp is not None and pages.since > pages.stamp[3] / 1e9 + window
+
+
+def settle_at(pages: Pages, window: float = WINDOW_S) -> float:
+    """When (``time.time()``) pages started within the window must be dropped once: the window's end."""
+    assert pages.stamp is not None
+    return pages.stamp[3] / 1e9 + window

@@ -111,6 +111,8 @@ class FileOps:
         self._ids = itertools.count(_PASSTHROUGH_FH_BASE)
         self._lock = threading.Lock()
         self.idle = IdleFiles(device)  # files kept while nobody has them open
+        # the notifier's (sparsefs.fuse.kernel.notify): drop a node's pages once its writeback window has passed
+        self.settle_later: Callable[[Node, pagecache.Stamp], None] = lambda node, stamp: None
 
     # ---- opening -----------------------------------------------------------
     def _by_passthrough(self, node: Node) -> bool:
@@ -295,7 +297,10 @@ class FileOps:
             if now[0] != node.ino:
                 raise OSError(errno.ESTALE, "the name leads to another file now")
         changed = node.pages.stamp is not None and node.pages.stamp != now
-        keep = pagecache.may_keep(node.pages, now) and not node.pages_stale
+        keep = pagecache.may_keep(node.pages, now, settles=True) and not node.pages_stale
+        if not pagecache.settled(node.pages) and node.settling != now:
+            node.settling = now
+            self.settle_later(node, now)  # dropped once more when the writeback window has passed
         node.paged = True
         node.pages_stale = False
         if changed:  # changed unseen (a mapped store): the kernel's size and times are stale too

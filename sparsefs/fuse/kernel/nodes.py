@@ -54,6 +54,7 @@ class Node:
     pages_stale: bool = False  # written by passthrough since the page cache was last dropped
     pages: Pages = field(default_factory=Pages)  # what the kernel's cached pages were started from
     paged: bool = False  # an open let the kernel cache pages of it (not passthrough, not direct I/O)
+    settling: tuple[int, int, int, int] | None = None  # the stamp whose pages the notifier drops once, later
     written_at: float = float("-inf")  # time.monotonic() when a write handle through the mount last closed
     verified: bool = False  # the source file was opened for this node once: read-only reopens need no system call
     passthrough: bool = True  # False once passthrough failed here: a node never mixes the two modes

@@ -20,6 +20,8 @@ replies carry the short timeouts (sparsefs.fuse.kernel.cache).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import os
 import queue
@@ -56,6 +58,7 @@ class _Forget(NamedTuple):
 
 
 Notice = _Changed | _NewName | _Forget | str
+_WAKE = "wake"  # a page drop may be due
 
 
 class Notifier:
@@ -65,6 +68,9 @@ class Notifier:
         self.ops = ops
         self.device = device
         self._queue: queue.SimpleQueue[Notice | None] = queue.SimpleQueue()
+        self._due: list[tuple[float, int, Node, pagecache.Stamp]] = []  # (time.time(), tie, node, stamp), a heap
+        self._due_lock = threading.Lock()
+        self._ties = itertools.count()
 
     def probe_epoch(self) -> bool:
         """Can the kernel drop every entry at once? (Then negative entries may be long-lived.)"""
@@ -110,9 +116,42 @@ class Notifier:
     def stop(self) -> None:
         self._queue.put(None)
 
+    def settle_later(self, node: Node, stamp: pagecache.Stamp) -> None:
+        """Drop ``node``'s pages once ``stamp``'s writeback window has passed, if they are still from it
+        (sparsefs.fuse.pagecache); safe inside a request (it only records the time)."""
+        with self._due_lock:
+            heapq.heappush(self._due, (pagecache.settle_at(node.pages), next(self._ties), node, stamp))
+        self._queue.put(_WAKE)
+
+    def _wait(self) -> Notice | None:
+        """The next notice, or _WAKE when a page drop falls due."""
+        with self._due_lock:
+            due = self._due[0][0] if self._due else None
+        try:
+            return self._queue.get(timeout=None if due is None else max(0.0, due - time.time()))
+        except queue.Empty:
+            return _WAKE
+
+    def _settle_due(self) -> None:
+        """Drop the pages whose writeback window has passed (still from the stamp they were started from)."""
+        while True:
+            with self._due_lock:
+                if not self._due or self._due[0][0] > time.time():
+                    return
+                _, _, node, stamp = heapq.heappop(self._due)
+            with node.lock:
+                current = node.pages.stamp == stamp and node.settling == stamp
+                if current:
+                    node.pages.since, node.settling = time.time(), None
+            if current and self.ops.nodes.peek(node.nodeid) is node:
+                self.device.notify(k.NOTIFY_INVAL_INODE, k.INVAL_INODE.pack(node.nodeid, 0, 0))
+
     def run(self) -> None:
-        while (notice := self._queue.get()) is not None:
+        while (notice := self._wait()) is not None:
             try:
+                self._settle_due()
+                if notice == _WAKE:
+                    continue
                 if isinstance(notice, _Changed):
                     self._settle(notice.node, notice.path)
                 elif isinstance(notice, _NewName):

@@ -74,6 +74,7 @@ class Session:
         self.fast = FastPath(self.ops, self.dispatcher)
         self.notifier = Notifier(self.ops, self.device)
         self.ops.forget_name = self.notifier.forget_name_later
+        self.ops.files.settle_later = self.notifier.settle_later
         core.stats.sections["kernel_requests"] = self.dispatcher.requests
         core.stats.sections["kernel_request_us"] = self.dispatcher.request_us
         self.stopping = threading.Event()
