@@ -97,11 +97,10 @@ def kernel_backend_blocker() -> str | None:
         return f"kernel {os.uname().release} is older than {'.'.join(map(str, LOWEST_KERNEL))}"
     if not os.path.exists("/dev/fuse"):
         return "/dev/fuse is missing (modprobe fuse)"
-    method = mount_method()
-    if method is None:
+    if mount_method() is None:
         return "no CAP_SYS_ADMIN and no setuid fusermount3 to mount with (apt-get install fuse3)"
-    if method == "mount(2)" and not os.access("/dev/fuse", os.R_OK | os.W_OK):
-        return "/dev/fuse is not read-write"  # fusermount3 opens it as root for an ordinary user
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):  # fusermount3 opens it as the user, too
+        return "/dev/fuse is not read-write for this user (distributions make it 0666; chmod 666 /dev/fuse)"
     return None
 
 
@@ -118,7 +117,8 @@ def feature_lines(granted: dict[str, bool] | None = None) -> list[str]:
     here = kernel_version()
     lines = []
     for feature in FEATURES:
-        has = here >= feature.kernel if granted is None else granted.get(feature.name, False)
+        able = feature.name != "passthrough" or passthrough_blocker() is None
+        has = here >= feature.kernel and able if granted is None else granted.get(feature.name, False)
         need = f"Linux >= {'.'.join(map(str, feature.kernel))}" + (f", {feature.needs}" if feature.needs else "")
         lines.append(f"{feature.name}: {'yes' if has else 'no'} (needs {need}; without: {feature.without})")
     return lines
