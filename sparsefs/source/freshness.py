@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparsefs.source.journal import ChangeJournal
 from sparsefs.source.rootfs import relative
 
 log = logging.getLogger("sparsefs.freshness")
@@ -125,11 +126,14 @@ class Freshness:
         self._stoppers: list[Callable[[], None]] = []
         self._listeners: list[Callable[[], None]] = []
         self.echoes = Echoes()  # name changes made through the mount (the watcher skips their echo)
+        self.journal = ChangeJournal()  # every change seen while watched, for git's fsmonitor hook
 
     def removed_here(self, rel: str) -> None:
-        """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo."""
+        """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo
+        (the journal still records it)."""
         if self.mode == INOTIFY:
             self.echoes.expect(rel)
+            self.journal.record(rel)
 
     def named_here(self, *rels: str) -> None:
         """``rels`` were created, linked or renamed (both names) through the mount: while watched, the watcher
@@ -137,6 +141,7 @@ class Freshness:
         if self.mode == INOTIFY:
             for rel in rels:
                 self.echoes.expect(rel)
+                self.journal.record(rel)
 
     def listen(self, on_unwatched: Callable[[], None]) -> None:
         """Call ``on_unwatched()`` when a watched mount switches to on-access checking (the kernel backend
@@ -164,6 +169,7 @@ class Freshness:
                 return False
             was_watching = self.mode == INOTIFY
             self.mode, self.reason, self.since = ON_ACCESS, reason, time.time()
+            self.journal.incomplete()
             self.watches = lambda: 0
             self._trust_unseen = not (caches_may_be_stale or was_watching)
         if reason.startswith("--no-watch"):
@@ -175,8 +181,11 @@ class Freshness:
                 listener()
         return True
 
-    def check_open(self, rel: str) -> None:
-        """Hook in ``Core.open`` (real files): the on-access check, if this mount is in that mode."""
+    def check_open(self, rel: str, flags: int = os.O_RDONLY) -> None:
+        """Hook in ``Core.open`` (real files): the on-access check, if this mount is in that mode; an open for
+        writing goes in the journal at once (git's fsmonitor hook must hear of it before the writer closes)."""
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            self.journal.record(rel)
         if self.mode == ON_ACCESS:
             self.check(rel)
 

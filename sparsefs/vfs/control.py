@@ -25,7 +25,8 @@ CONTROL_DIR = ".sparsefs"
 LOG_NAME = "log.jsonl"
 SESSION_FILE = "session"
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-_DIRS = ("", "episodes")
+_DIRS = ("", "episodes", "fsmonitor")
+FSMONITOR = "fsmonitor/"  # fsmonitor/<prefix>%<token>: git's fsmonitor hook asks here (sparsefs.vfs.fsmonitor)
 
 
 def skill_text() -> bytes:
@@ -47,9 +48,10 @@ class ControlTree:
 
     def __init__(
         self, stats: Stats, episodes: EpisodeStore, ready: Callable[[], bytes | None],
-        session: SessionIntent | None = None,
+        session: SessionIntent | None = None, fsmonitor: Callable[[str], bytes] | None = None,
     ) -> None:
         self.stats = stats
+        self._fsmonitor = fsmonitor
         self.episodes = episodes
         self._ready = ready
         self.session = session or SessionIntent()
@@ -69,12 +71,16 @@ class ControlTree:
             return ControlNode(is_dir=False, content=self.session.content(), writable=True)
         if sub.startswith("episodes/"):
             return self._episode(sub.removeprefix("episodes/"))
+        if sub.startswith(FSMONITOR) and self._fsmonitor is not None and "%" in sub:
+            return ControlNode(is_dir=False, content=self._fsmonitor(sub.removeprefix(FSMONITOR)))
         content = self._file(sub)
         return ControlNode(is_dir=False, content=content) if content is not None else None
 
     def listdir(self, sub: str) -> list[str]:
         if sub == "episodes":
             return [f"{e.id}.json" for e in self.episodes.all()]
+        if sub == "fsmonitor":
+            return []  # every name is a query
         names = ["SKILL.md", "stats.json", LOG_NAME, SESSION_FILE, "episodes"]
         return names + (["ready"] if self._ready() is not None else [])
 

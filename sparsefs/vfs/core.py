@@ -34,10 +34,11 @@ from sparsefs.guard.policy import Guard
 from sparsefs.protocol.access import Protocol
 from sparsefs.protocol.intents import persisted_session
 from sparsefs.protocol.session_file import WRITE_FLAGS, SessionFile
-from sparsefs.source.freshness import Freshness
+from sparsefs.source.freshness import INOTIFY, Freshness
 from sparsefs.source.rootfs import SourceRoot, relative, stat_dict
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
+from sparsefs.vfs import fsmonitor
 from sparsefs.vfs.binding import NULL, Binding
 from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree
 from sparsefs.vfs.evidence import EvidenceFiles
@@ -102,7 +103,9 @@ class Core:
             protocol = Protocol(artifacts or ArtifactCache(root), state=state, session=session)
         self.protocol = protocol
         self.artifacts = protocol.artifacts
-        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
+        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session,
+                                   lambda query: fsmonitor.answer(query, self.freshness.journal,
+                                                                  self.freshness.mode == INOTIFY))
         self.session_file = SessionFile(self.protocol.session)
         self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate)
         self.protocol.session.listen(lambda text: self.evidence.session_changed())
@@ -219,7 +222,7 @@ class Core:
         if _is_control(path):
             return self._open_generated(self._control_content(path, flags))
         rel = relative(path)
-        self.freshness.check_open(rel)  # on-access mode only: an outside change since the last open invalidates
+        self.freshness.check_open(rel, flags)  # on-access: an outside change since the last open invalidates
         if self.guard is not None and flags & WRITE_FLAGS:
             self.guard.written(rel)  # never card a file the agent writes (it may write a card back)
         try:
@@ -243,22 +246,13 @@ class Core:
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
         rel = self._writable_rel(path)
-        fd, made = self._create(rel, flags, mode)
+        fd, made = self.root.create_regular(rel, flags, mode)
         if made:
             self.freshness.named_here(rel)
         if self.guard is not None:
             self.guard.written(rel)
         self._source_changed(rel)
         return OpenResult(fd, direct_io=False)
-
-    def _create(self, rel: str, flags: int, mode: int) -> tuple[int, bool]:
-        """The opened file and whether this call made it (O_EXCL first: only a new name's echo is expected)."""
-        try:
-            return self.root.open_regular(rel, flags | os.O_CREAT | os.O_EXCL, mode), True
-        except FileExistsError:
-            if flags & os.O_EXCL:
-                raise
-        return self.root.open_regular(rel, flags | os.O_CREAT, mode), False
 
     def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
         if fh >= _HANDLE_BASE:
@@ -338,13 +332,11 @@ class Core:
         self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
 
     def mkdir(self, path: str, mode: int) -> None:
-        rel = self._writable_rel(path)
-        self.root.mkdir(rel, mode)
-        self.freshness.named_here(rel)
+        self.root.mkdir(rel := self._writable_rel(path), mode)
+        self.freshness.named_here(rel)  # the watcher reports it without its directory (sparsefs.source.freshness)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        rel = self._writable_rel(path)
-        self.root.mknod(rel, mode, dev)
+        self.root.mknod(rel := self._writable_rel(path), mode, dev)
         self.freshness.named_here(rel)
 
     def rmdir(self, path: str) -> None:
@@ -368,13 +360,11 @@ class Core:
         self._source_changed(new_rel)
 
     def symlink(self, path: str, target: str) -> None:
-        rel = self._writable_rel(path)
-        self.root.symlink(target, rel)
+        self.root.symlink(target, rel := self._writable_rel(path))
         self.freshness.named_here(rel)
 
     def link(self, path: str, existing: str) -> None:
-        rel = self._writable_rel(path)
-        self.root.link(self._writable_rel(existing), rel)
+        self.root.link(self._writable_rel(existing), rel := self._writable_rel(path))
         self.freshness.named_here(rel)
 
     def chmod(self, path: str, mode: int) -> None:
@@ -399,6 +389,7 @@ class Core:
         self._source_changed(relative(path))
 
     def _source_changed(self, rel: str) -> None:
+        self.freshness.journal.record(rel)  # what git's fsmonitor hook asks for (sparsefs.vfs.fsmonitor)
         self.evidence.source_changed(rel)
 
     # ---- virtual files -------------------------------------------------------
@@ -496,10 +487,6 @@ def _is_control(path: str) -> bool:
 
 def _control_sub(path: str) -> str:
     return path[len(_CONTROL_PREFIX) :].strip("/")
-
-
-def _join(parent: str, name: str) -> str:
-    return f"{parent}/{name}" if parent else name
 
 
 def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:

@@ -57,9 +57,10 @@ class Dispatcher:
             self.answer(fd, request)
 
     def _may_build(self, request: k.Request) -> bool:
-        """Could this build an EvidencePack or render the control tree?"""
+        """Could this build an EvidencePack? (The control tree renders in microseconds: stats.json, ready and
+        git's fsmonitor queries are answered inline; a pack's name has an '@'.)"""
         node = self.ops.nodes.peek(request.nodeid)
-        if node is not None and node.generated:
+        if node is not None and node.generated and not self.ops.in_control_tree(node):
             return True
         return request.opcode == k.LOOKUP and _AT in request.body  # a memoryview holds ints
 

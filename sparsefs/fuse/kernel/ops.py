@@ -79,6 +79,15 @@ class KernelOps:
         self._last[node.nodeid] = attrs
         return k.pack_entry(node.nodeid, self._settled(node, attrs), self._timeout(node, attrs))
 
+    def in_control_tree(self, node: Node) -> bool:
+        """Is ``node`` .sparsefs or below it?"""
+        while node.parent not in (0, ROOT):
+            parent = self.nodes.peek(node.parent)
+            if parent is None:
+                return False
+            node = parent
+        return node.parent == ROOT and node.name == CONTROL_DIR
+
     def _settled(self, node: Node, attrs: dict[str, int]) -> dict[str, int]:
         """--no-open: the kernel keeps every file's pages across reads and drops them only when its size or
         mtime changes, so a live control file's snapshot carries the time it was taken as its mtime."""
