@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sparsefs.fuse import features
 from sparsefs.fuse.kernel import keeping as kernel_keeping
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import ROOT, NodeTable
@@ -429,3 +430,29 @@ def test_the_standby_watcher_dozes_on_an_idle_mount_and_wakes_with_the_next_requ
     finally:
         stopping.set()
         watcher.join(timeout=5)
+
+
+def _offer(minor: int, flags: int) -> k.InitOffer:
+    body = k.INIT_IN.pack(7, minor, 131072, flags & 0xFFFFFFFF, flags >> 32) + b"\0" * 44
+    return k.InitOffer.parse(memoryview(body))
+
+
+def test_features_are_granted_one_by_one_from_what_the_kernel_offers(
+        session: tuple[Session, FakeDevice], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: a kernel (or a daemon) lacking a feature costs that feature, never the backend."""
+    sess, _ = session
+    monkeypatch.setattr(features, "passthrough_blocker", lambda: None)
+    everything = k.INIT_EXT | k.PASSTHROUGH | k.HANDLE_KILLPRIV_V2 | k.ASYNC_READ | k.MAX_PAGES
+    granted = sess.grant(_offer(45, everything))
+    assert granted & k.PASSTHROUGH and granted & k.HANDLE_KILLPRIV_V2
+    assert sess.ops.files.passthrough and sess.ops.files.killpriv
+    old = sess.grant(_offer(31, k.ASYNC_READ | k.MAX_PAGES))  # Linux 5.4: neither offered
+    assert not old & (k.PASSTHROUGH | k.HANDLE_KILLPRIV_V2) and old & k.MAX_PAGES
+    assert not sess.ops.files.passthrough and not sess.ops.files.killpriv
+    report = sess.core.stats.snapshot()["kernel_features"]
+    assert report["protocol"] == "7.31" and report["passthrough"] is False and report["killpriv_v2"] is False
+    monkeypatch.setattr(features, "passthrough_blocker", lambda: "no CAP_SYS_ADMIN")  # an ordinary user
+    assert not sess.grant(_offer(45, everything)) & k.PASSTHROUGH and sess.ops.files.killpriv
+    sess.want_passthrough = False  # --no-passthrough
+    monkeypatch.setattr(features, "passthrough_blocker", lambda: None)
+    assert not sess.grant(_offer(45, everything)) & k.PASSTHROUGH
