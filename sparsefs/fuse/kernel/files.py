@@ -282,6 +282,8 @@ class FileOps:
         under node.lock."""
         keep = self._keep_pages(node)
         node.cached_opens += 1
+        if node.keeper_fd < 0:  # fstat, fchmod, fsync of the open file reach its inode after an unlink too
+            node.keeper_fd, node.keeper_reads = os.dup(result.fh), flags & os.O_ACCMODE != os.O_WRONLY
         fh = self._add(Handle(node, result.fh, bool(flags & _WRITE_MODES), cached=True), result.fh)
         return k.OPEN_OUT.pack(fh, k.FOPEN_KEEP_CACHE if keep else 0, 0)
 

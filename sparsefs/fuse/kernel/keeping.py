@@ -67,7 +67,7 @@ class IdleFiles:
     def let_go(self, node: Node) -> None:
         """Close the keeper and the backing id of a node nobody has open (a no-op while it is open)."""
         with node.lock:
-            if node.open_count > 0:
+            if node.open_count > 0 or node.cached_opens > 0:  # cached_opens: also write handles through the daemon
                 return
             keeper, node.keeper_fd = node.keeper_fd, -1
             backing, node.backing_id = node.backing_id, None

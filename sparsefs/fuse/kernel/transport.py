@@ -96,9 +96,9 @@ _buffers = threading.local()
 def read_buffer(size: int) -> memoryview:
     """A ``size``-byte view of this thread's read buffer (grown as needed, never shrunk): a READ reads into
     it and its reply is sent from it (``FuseDevice.send_parts``) before the thread reads its next request."""
-    buffer: bytearray | None = getattr(_buffers, "data", None)
+    buffer: bytearray | None = getattr(_buffers, "buffer", None)
     if buffer is None or len(buffer) < size:
-        buffer = _buffers.data = bytearray(max(size, 1 << 17))
+        buffer = _buffers.buffer = bytearray(max(size, 1 << 17))
     return memoryview(buffer)[:size]
 
 
