@@ -260,7 +260,8 @@ class Bench:
             for name, command in READS.items():
                 time.sleep(self.args.pause)
                 self.one(system, name, command, root, runner, counts)
-            self.writes(system, root, runner, counts)
+            if "--no-open" not in system.inner.flags:  # a read-only mount: no write workload
+                self.writes(system, root, runner, counts)
 
     def _counter(self, system: System, root: Path, runner: Runner) -> Any:
         """A function returning the kernel backend's request counts now, minus its own reads' share."""
