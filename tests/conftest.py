@@ -15,7 +15,9 @@ from tests import mountutil
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATA = SHARED / "data"
 DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
-BACKENDS = tuple(row.name for row in backends.BACKENDS)  # every row of the backend table
+# every row of the backend table, and the kernel backend without passthrough (what root gets on Linux < 6.9 and
+# an ordinary user everywhere; the ordinary user's own mounts: tests/test_mount_user.py)
+BACKENDS = (*(row.name for row in backends.BACKENDS), *mountutil.VARIANTS)
 HANG_GUARD_S = 120.0  # no single mount test comes close; past this the daemon is hung
 _PACK_HEAD = re.compile(rb"^[^\n]*@[^\n]*( [0-9a-f]{8} \xc2\xb7 |: error: )")
 
@@ -42,9 +44,14 @@ def workspace(tmp_path: Path) -> Path:
     return src
 
 
+def kernel_family(backend: str) -> bool:
+    """The kernel-protocol backend, with or without passthrough."""
+    return mountutil.VARIANTS.get(backend, (backend,))[0] == "kernel"
+
+
 def skip_unless_available(name: str) -> str:
     """Skip the test when backend ``name`` cannot run here (its row's blocker says why)."""
-    blocker = backends.backend_named(name).blocker()
+    blocker = backends.backend_named(mountutil.VARIANTS.get(name, (name,))[0]).blocker()
     if blocker:
         pytest.skip(f"{name} backend unavailable here: {blocker}")
     return name

@@ -211,3 +211,26 @@ def test_concurrent_requests_embed_each_unit_once(parsed: Parsed) -> None:
     for i in range(6):
         expected = units[shortlists[i]] @ dense.embed([queries[i]])[0]
         np.testing.assert_allclose(results[i], expected, atol=1e-4)
+
+
+@needs_model
+def test_a_session_from_the_kept_optimized_graph_gives_the_same_vectors(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26, item 6: sessions after the first load the graph onnxruntime optimized once (a second host's
+    first dense read no longer pays the optimization); its vectors must be bit-identical, since hosts
+    compare them with vectors other hosts stored."""
+    monkeypatch.setenv(dense.CACHE_ENV, str(tmp_path / "onnx"))
+    model = dense._package_file(dense.MODEL_PACKAGE, dense.MODEL_FILE)
+    texts = [f"fiscal 202{i % 5}: revenue, R&D and {i * 7} employees " * (1 + i % 3) for i in range(20)]
+    built = dense._session(2, model)  # optimizes, and keeps the optimized graph
+    kept = list((tmp_path / "onnx").iterdir())
+    assert len(kept) == 1 and kept[0].suffixes[-2:] == [".ort", ".onnx"]
+    loaded = dense._session(2, model)
+    background = dense._session(1, model, arena=False)
+    tokenizer = dense._model().tokenizer
+    ids = [tokenizer.encode(text).ids for text in texts]
+    vectors = [np.concatenate([dense._run(s, ids[lo:lo + 8]) for lo in range(0, len(ids), 8)])
+               for s in (built, loaded, background)]
+    assert np.array_equal(vectors[0], vectors[1]) and np.array_equal(vectors[0], vectors[2])
+    kept[0].write_bytes(b"not a model")  # damaged: built again from the model, not an error
+    assert np.array_equal(np.concatenate([dense._run(dense._session(2, model), ids[:8])]), vectors[0][:8])

@@ -27,6 +27,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from sparsefs.app import isolation
 from sparsefs.fuse import mounts
+from tests.mountutil import backend_args
 
 SPARSEFS = str(Path(sys.executable).with_name("sparsefs"))
 PLANTED_MODULES = ("xxhash", "orjson", "pydantic", "mfusepy", "pymupdf", "fitz", "openpyxl", "bm25s", "Stemmer",
@@ -97,7 +98,7 @@ def test_mount_in_place_from_inside_a_planted_workspace_runs_nothing(
 ) -> None:
     ws, marks = planted
     try:
-        done = _run([SPARSEFS, "mount", ".", "--backend", backend, "--state-dir", str(tmp_path / "state")], ws)
+        done = _run([SPARSEFS, "mount", ".", *backend_args(backend), "--state-dir", str(tmp_path / "state")], ws)
         assert done.returncode == 0, done.stderr
         _read_packs(ws)
         assert _run([SPARSEFS, "umount", str(ws)], Path("/")).returncode == 0
@@ -115,7 +116,7 @@ def test_mirror_and_python_m_from_inside_a_planted_workspace_run_nothing(
     view = tmp_path / "view"
     view.mkdir()
     try:
-        done = _run([sys.executable, "-I", "-m", "sparsefs", "mount", ".", str(view), "--backend", backend,
+        done = _run([sys.executable, "-I", "-m", "sparsefs", "mount", ".", str(view), *backend_args(backend),
                      "--state-dir", str(tmp_path / "state")], ws)
         assert done.returncode == 0, done.stderr
         _read_packs(view)

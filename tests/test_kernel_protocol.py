@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sparsefs.fuse.kernel import files as kernel_files
+from sparsefs.fuse import features
+from sparsefs.fuse.kernel import keeping as kernel_keeping
 from sparsefs.fuse.kernel import proto as k
 from sparsefs.fuse.kernel.nodes import ROOT, NodeTable
 from sparsefs.fuse.kernel.session import Session
@@ -180,17 +181,26 @@ class FakeDevice:
     def __init__(self) -> None:
         self.fd = -1
         self.sent: list[bytes] = []
+        self.notes: list[tuple[int, bytes]] = []
         self.lock = threading.Lock()
 
     def send(self, fd: int, data: bytes) -> None:
         with self.lock:
             self.sent.append(data)
 
+    def send_parts(self, fd: int, unique: int, payload: memoryview) -> None:
+        self.send(fd, k.reply(unique, bytes(payload)))
+
     def backing_open(self, fd: int) -> int:
         raise OSError(errno.EPERM, "not in a unit test")
 
     def backing_close(self, backing_id: int) -> None:
         return None
+
+    def notify(self, code: int, payload: bytes) -> bool:
+        with self.lock:
+            self.notes.append((code, payload))
+        return True
 
     def replies(self) -> dict[int, int]:
         """unique -> error (0 for success)."""
@@ -325,7 +335,7 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
                       device=device)  # type: ignore[arg-type]
     files = session.ops.files
     files.passthrough, files.idle_limit = True, 2
-    monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
+    monkeypatch.setattr(kernel_keeping, "BACKED_LIMIT", 1)
     try:
         nodes = [session.ops.nodes.remember(ROOT, f"f{index}", (src / f"f{index}").stat().st_ino)
                  for index in range(5)]
@@ -342,7 +352,7 @@ def test_kept_files_reopen_without_a_system_call_and_idle_ones_are_let_go(tmp_pa
         assert not opens and files.on_open_file(nodes[2], os.fsync)  # fsync goes by path
         files.release(fh)
         monkeypatch.undo()
-        monkeypatch.setattr(kernel_files, "BACKED_LIMIT", 1)
+        monkeypatch.setattr(kernel_keeping, "BACKED_LIMIT", 1)
         (src / "f4").unlink()  # a kept file's name goes away: its fd keeps answering
         fh = k.OPEN_OUT.unpack(files.open(nodes[4], os.O_RDONLY))[0]
         assert files.with_keeper(nodes[4], os.fstat) is not None
@@ -420,3 +430,29 @@ def test_the_standby_watcher_dozes_on_an_idle_mount_and_wakes_with_the_next_requ
     finally:
         stopping.set()
         watcher.join(timeout=5)
+
+
+def _offer(minor: int, flags: int) -> k.InitOffer:
+    body = k.INIT_IN.pack(7, minor, 131072, flags & 0xFFFFFFFF, flags >> 32) + b"\0" * 44
+    return k.InitOffer.parse(memoryview(body))
+
+
+def test_features_are_granted_one_by_one_from_what_the_kernel_offers(
+        session: tuple[Session, FakeDevice], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: a kernel (or a daemon) lacking a feature costs that feature, never the backend."""
+    sess, _ = session
+    monkeypatch.setattr(features, "passthrough_blocker", lambda: None)
+    everything = k.INIT_EXT | k.PASSTHROUGH | k.HANDLE_KILLPRIV_V2 | k.ASYNC_READ | k.MAX_PAGES
+    granted = sess.grant(_offer(45, everything))
+    assert granted & k.PASSTHROUGH and granted & k.HANDLE_KILLPRIV_V2
+    assert sess.ops.files.passthrough and sess.ops.files.killpriv
+    old = sess.grant(_offer(31, k.ASYNC_READ | k.MAX_PAGES))  # Linux 5.4: neither offered
+    assert not old & (k.PASSTHROUGH | k.HANDLE_KILLPRIV_V2) and old & k.MAX_PAGES
+    assert not sess.ops.files.passthrough and not sess.ops.files.killpriv
+    report = sess.core.stats.snapshot()["kernel_features"]
+    assert report["protocol"] == "7.31" and report["passthrough"] is False and report["killpriv_v2"] is False
+    monkeypatch.setattr(features, "passthrough_blocker", lambda: "no CAP_SYS_ADMIN")  # an ordinary user
+    assert not sess.grant(_offer(45, everything)) & k.PASSTHROUGH and sess.ops.files.killpriv
+    sess.want_passthrough = False  # --no-passthrough
+    monkeypatch.setattr(features, "passthrough_blocker", lambda: None)
+    assert not sess.grant(_offer(45, everything)) & k.PASSTHROUGH

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Strings that name a Reader's kind or extension but mean something else here: formats of the grammar
 # ("text", "json"), the store's own file names (".txt", ".json"), an entry's code version ("code"), and
 # the path separator (the folder Reader's "extension").
-NOT_READERS = frozenset({"text", "json", "code", ".txt", ".json", "/"})
+NOT_READERS = frozenset({"text", "json", "code", ".txt", ".json", "/", "config"})  # config: `git config`
 
 LAZY = """
 import sys

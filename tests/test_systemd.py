@@ -87,7 +87,7 @@ def _start_unwaited(source: Path, state: Path, backend: str, env: dict[str, str]
     """An in-place foreground mount, as systemd starts it: no polling for readiness here."""
     state.mkdir(parents=True)
     command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source), "--state-dir", str(state),
-               "--backend", backend]
+               *mountutil.backend_args(backend)]
     with open(state / "test-daemon.stderr", "wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                    start_new_session=True, env={**os.environ, **env})

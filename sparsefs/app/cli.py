@@ -33,8 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--no-watch", action="store_true",
                        help="check the source on each open instead of watching it (inotify)")
     mount.add_argument("--backend", choices=backends.CHOICES, default="auto",
-                       help="kernel: /dev/fuse with kernel passthrough (root, Linux >= 6.9); mfusepy: libfuse3; "
-                            "auto (default): kernel where it can run, else mfusepy")
+                       help="kernel: /dev/fuse spoken directly (mount(2) as root, fusermount3 otherwise; "
+                            "Linux >= 5.4); mfusepy: libfuse3; auto (default): kernel where it can run, else mfusepy")
+    mount.add_argument("--no-passthrough", action="store_true",
+                       help="kernel backend: serve plain reads from the daemon through the page cache even where "
+                            "kernel passthrough works (root, Linux >= 6.9)")
+    mount.add_argument("--no-open", action="store_true",
+                       help="kernel backend: a read-only mount whose opens and closes never reach the daemon "
+                            "(no OPEN/RELEASE round trip; no passthrough, no guard cards; docs/SEMANTICS.md)")
     mount.add_argument("--readers", type=int, default=1, metavar="N",
                        help="kernel backend: threads reading requests (default 1; see docs/BENCHMARKS.md)")
     mount.add_argument("--spin-us", type=int, default=None, metavar="US",
@@ -85,7 +91,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
     plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
     plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
                                session_intent=args.session_intent, cache=check_cache(args.cache),
-                               memory_mb=args.memory_mb)
+                               memory_mb=args.memory_mb, passthrough=not args.no_passthrough, no_open=args.no_open)
+    refused = backends.refused_options(plan.backend, plan.no_open) or _guard_refused(args)
+    if refused:
+        raise MountError(refused)
     plan = _guard_plan(args, plan)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
@@ -106,6 +115,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     command += [f"--guard-comm={','.join(plan.guard_comms)}"] if plan.guard_comms else []
     command += [f"--guard-kinds={','.join(plan.guard_kinds)}"] if plan.guard_kinds else []
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
+                                      ("--no-passthrough", args.no_passthrough), ("--no-open", args.no_open),
                                       ("--verbose", args.verbose)) if on]
     env = {**os.environ, **({cli_tools.CACHE_ENV: plan.cache} if plan.cache else {})}  # not argv: ps shows it
     with open(log_path, "ab") as log:
@@ -135,6 +145,17 @@ def _guard_arguments(mount: argparse.ArgumentParser) -> None:
                        help=f"card only these kinds of files (default all: {_kinds_help()})")
     mount.add_argument("--guard-threshold", type=int, default=DEFAULT_THRESHOLD, metavar="CHARS",
                        help=f"card only files whose full view is longer (default {DEFAULT_THRESHOLD:,})")
+
+
+def _guard_refused(args: argparse.Namespace) -> str | None:
+    """The guard acts at open, which ``--no-open`` leaves to the kernel alone; and with no open the kernel
+    keeps a generated file's pages for every caller, while a pack is built for what its caller may read."""
+    if args.no_open and (args.guard_pid or args.guard_comm):
+        return "--no-open and --guard-pid/--guard-comm cannot be combined: the guard cards files at open"
+    if args.no_open and args.allow_other:
+        return ("--no-open and --allow-other cannot be combined: without opens the kernel shares a pack's pages "
+                "between users, and each user's packs must quote only what that user may read")
+    return None
 
 
 def _guard_plan(args: argparse.Namespace, plan: MountPlan) -> MountPlan:

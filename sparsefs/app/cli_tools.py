@@ -27,7 +27,10 @@ def add_cache_option(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add read, mcp, index, stats and report to the subcommands of ``sparsefs``."""
+    """Add read, mcp, index, stats, report and fsmonitor to the subcommands of ``sparsefs``."""
+    from sparsefs.app import fsmonitor_hook
+
+    fsmonitor_hook.register(sub)
     _register_read(sub)
     _register_mcp(sub)
     _register_index(sub)

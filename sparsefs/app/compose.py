@@ -25,7 +25,7 @@ from pathlib import Path
 
 import xxhash
 
-from sparsefs.artifacts import memory
+from sparsefs.artifacts import memory, preload
 from sparsefs.artifacts.bounded import Bounds
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.guard.policy import Guard, GuardConfig
@@ -137,10 +137,13 @@ def mount(
     """A mount's Core with a late binding for ``backend``, watching ``watch`` (a path to the source tree;
     None: ``--no-watch``, source changes are checked on each open), over the shared ``cache`` if given.
     ``source``: the source's path, whose filesystem and the mounts under it decide what watching can see."""
+    warming = preload.start() if cache else None  # a fleet host: Readers and the model before the mount
     binding = LateBinding()  # the backend attaches once it speaks to the kernel
     core = build_core(root, state_dir, backend, session_intent, guard=guard, mountpoint=mountpoint, binding=binding,
                       cache=cache)
     freshness = watch_source(core, watch or "", enabled=watch is not None, source=source)
+    if warming is not None:
+        preload.wait(warming)
     return Mounted(core, binding, freshness)
 
 

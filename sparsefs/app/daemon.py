@@ -40,6 +40,8 @@ class MountPlan:
     backend: str = "auto"
     readers: int = 1  # kernel backend: threads reading /dev/fuse
     spin_us: int | None = None  # kernel backend: poll /dev/fuse this long before sleeping (None: default)
+    passthrough: bool = True  # kernel backend: use kernel passthrough where it works (--no-passthrough: never)
+    no_open: bool = False  # kernel backend: read-only, opens never reach the daemon (--no-open)
     session_intent: str | None = None  # None: keep the one the last mount of this source left
     guard_pids: tuple[int, ...] = ()  # sparsefs.guard.policy: these processes and their descendants are guarded
     guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
@@ -178,7 +180,7 @@ def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
     os.chdir("/")  # nothing relative ever resolves in the workspace; forked parse children start here too
     _check_no_code_served(plan.source, plan.mountpoint)
-    serve = backends.server(plan.backend, plan.readers, plan.spin_us)
+    serve = backends.server(plan.backend, plan.readers, plan.spin_us, plan.passthrough, plan.no_open)
     memory.tune_allocator()  # before the serving threads exist: each could otherwise get an arena of its own
     cap = memory.set_process_cap(plan.memory_mb)
     log.info("memory cap %d MiB (%s)", cap.cap_mb, memory.source())

@@ -92,8 +92,22 @@ def check_backend() -> Check:
 
     backend, reason = choose("auto")
     detail = f"kernel {os.uname().release}; --backend auto uses {backend} ({reason})"
-    fix = "" if backend == "kernel" else "run as root on Linux >= 6.9 for kernel passthrough (native-speed plain I/O)"
+    fix = "" if backend == "kernel" else "the kernel backend needs /dev/fuse read-write and root or fusermount3"
     return Check("backend", True, detail, fix, required=False)
+
+
+def check_kernel_features() -> Check:
+    """What the kernel backend gets here, feature by feature, and what each needs (sparsefs.fuse.features)."""
+    from sparsefs.fuse import features
+
+    lines = features.feature_lines()
+    missing = [line.split(":")[0] for line in lines if ": no " in line]
+    blocker = features.passthrough_blocker()
+    fix = "passthrough: " + blocker if blocker else ""
+    detail = (f"lowest supported kernel {'.'.join(map(str, features.LOWEST_KERNEL))}; "
+              + ("all features available" if not missing else f"not here: {', '.join(missing)}")
+              + "\n       " + "\n       ".join(lines))
+    return Check("kernel features", not missing, detail, fix, required=False)
 
 
 def check_inotify() -> Check:
@@ -202,7 +216,13 @@ def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S, into: dict[
     if not isinstance(watcher, dict):
         return Check(name, False, "its daemon does not report how it watches the source",
                      "remount it with this version of sparsefs", required=False)
-    return _watcher_check(name, watcher)
+    check = _watcher_check(name, watcher)
+    granted = stats.get("kernel_features")
+    if isinstance(granted, dict):  # the kernel backend: what this mount got from its kernel
+        shown = ", ".join(f"{key} {'yes' if value is True else 'no' if value is False else value}"
+                          for key, value in granted.items())
+        check = Check(check.name, check.ok, f"{check.detail}; {shown}", check.fix, check.required)
+    return check
 
 
 def _watcher_check(name: str, watcher: dict[str, Any]) -> Check:
@@ -268,7 +288,7 @@ def check_dense() -> Check:
 
 
 CHECKS = (check_dev_fuse, check_libfuse, check_fusermount, check_permissions, check_allow_other,
-          check_binding, check_backend, check_inotify, check_watchers_on_mounts, check_dense)
+          check_binding, check_backend, check_kernel_features, check_inotify, check_watchers_on_mounts, check_dense)
 
 
 def run_checks(out: TextIO, cache: str | None = None) -> int:

@@ -34,12 +34,13 @@ from sparsefs.guard.policy import Guard
 from sparsefs.protocol.access import Protocol
 from sparsefs.protocol.intents import persisted_session
 from sparsefs.protocol.session_file import WRITE_FLAGS, SessionFile
-from sparsefs.source.freshness import Freshness
+from sparsefs.source.freshness import INOTIFY, Freshness
 from sparsefs.source.rootfs import SourceRoot, relative, stat_dict
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
+from sparsefs.vfs import fsmonitor
 from sparsefs.vfs.binding import NULL, Binding
-from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree
+from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree, private_control, synthetic
 from sparsefs.vfs.evidence import EvidenceFiles
 from sparsefs.vfs.namespace import Namespace
 from sparsefs.vfs.namespace import is_control as _is_control
@@ -104,7 +105,9 @@ class Core:
             protocol = Protocol(artifacts or ArtifactCache(root), state=state, session=session)
         self.protocol = protocol
         self.artifacts = protocol.artifacts
-        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
+        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session,
+                                   lambda query: fsmonitor.answer(query, self.freshness.journal,
+                                                                  self.freshness.mode == INOTIFY))
         self.session_file = SessionFile(self.protocol.session)
         self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate,
                                       caller=binding.caller)
@@ -224,7 +227,7 @@ class Core:
         if _is_control(path):
             return self._open_generated(self._control_content(path, flags))
         rel = relative(path)
-        self.freshness.check_open(rel)  # on-access mode only: an outside change since the last open invalidates
+        self.freshness.check_open(rel, flags)  # on-access: an outside change since the last open invalidates
         if self.guard is not None and flags & WRITE_FLAGS:
             self.guard.written(rel)  # never card a file the agent writes (it may write a card back)
         try:
@@ -248,7 +251,9 @@ class Core:
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
         rel = self.names.new(path)
-        fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
+        fd, made = self.root.create_regular(rel, flags, mode)
+        if made:
+            self.freshness.named_here(rel)
         if self.guard is not None:
             self.guard.written(rel)
         self._source_changed(rel)
@@ -333,10 +338,12 @@ class Core:
         self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
 
     def mkdir(self, path: str, mode: int) -> None:
-        self.root.mkdir(self.names.new(path), mode)
+        self.root.mkdir(rel := self.names.new(path), mode)
+        self.freshness.named_here(rel)  # the watcher reports it without its directory (sparsefs.source.freshness)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        self.root.mknod(self.names.new(path), mode, dev)
+        self.root.mknod(rel := self.names.new(path), mode, dev)
+        self.freshness.named_here(rel)
 
     def rmdir(self, path: str) -> None:
         rel = self.names.existing(path)
@@ -352,16 +359,19 @@ class Core:
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         old_rel, new_rel = self.names.existing(old), self.names.new(new)
         self.root.rename(old_rel, new_rel, flags)
+        self.freshness.named_here(old_rel, new_rel)
         if self.guard is not None:
             self.guard.written(new_rel)
         self._source_changed(old_rel)
         self._source_changed(new_rel)
 
     def symlink(self, path: str, target: str) -> None:
-        self.root.symlink(target, self.names.new(path))
+        self.root.symlink(target, rel := self.names.new(path))
+        self.freshness.named_here(rel)
 
     def link(self, path: str, existing: str) -> None:
-        self.root.link(self.names.existing(existing), self.names.new(path))
+        self.root.link(self.names.existing(existing), rel := self.names.new(path))
+        self.freshness.named_here(rel)
 
     def chmod(self, path: str, mode: int) -> None:
         self.root.chmod(self.names.existing(path), mode)
@@ -385,6 +395,7 @@ class Core:
         self._source_changed(relative(path))
 
     def _source_changed(self, rel: str) -> None:
+        self.freshness.journal.record(rel)  # what git's fsmonitor hook asks for (sparsefs.vfs.fsmonitor)
         self.evidence.source_changed(rel)
 
     # ---- virtual files -------------------------------------------------------
@@ -424,7 +435,7 @@ class Core:
         return handle.content()[offset : offset + size]
 
     def _session_handle(self, path: str, flags: int) -> _Generated:
-        attrs = _synthetic(self.root.lstat(""), stat.S_IFREG | 0o644, 0, virtual_ino(path))
+        attrs = synthetic(self.root.lstat(""), stat.S_IFREG | 0o644, 0, virtual_ino(path))
         draft = self.session_file.opened(flags)
         if draft is None:
             return _Generated(attrs=attrs, data=self.protocol.session.content())
@@ -437,23 +448,23 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         root = self.root.lstat("")
         ino = virtual_ino(path.rstrip("/"))
-        others = 0 if _private_control(_control_sub(path)) else 0o055  # the owner's alone, or everyone's to read
+        others = 0 if private_control(_control_sub(path)) else 0o055  # the owner's alone, or everyone's to read
         if node.is_dir:  # its listing changes without notice: a new mtime drops the kernel's cached one
             now = time.time_ns()
-            return _synthetic(root, stat.S_IFDIR | 0o500 | others, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
+            return synthetic(root, stat.S_IFDIR | 0o500 | others, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
         if node.writable:
-            return _synthetic(root, stat.S_IFREG | 0o600, len(node.content or b""), ino)
+            return synthetic(root, stat.S_IFREG | 0o600, len(node.content or b""), ino)
         if node.live_log:
-            return _synthetic(root, stat.S_IFREG | 0o400, self.control.log_size(), ino)
+            return synthetic(root, stat.S_IFREG | 0o400, self.control.log_size(), ino)
         self._snapshots[path] = node.content or b""  # open serves exactly what this size describes
-        return _synthetic(root, stat.S_IFREG | 0o400 | others & 0o044, len(self._snapshots[path]), ino)
+        return synthetic(root, stat.S_IFREG | 0o400 | others & 0o044, len(self._snapshots[path]), ino)
 
     def _check_control(self, sub: str) -> None:
         """The control tree belongs to the source root's owner (and root): its log, stats, episodes and session
         hold every caller's questions, paths and anchors. SKILL.md and ready are everyone's (the kernel checks
         the same modes with --allow-other; this holds without it too)."""
         creds = self.binding.caller()
-        if creds is None or creds.reads_everything or not _private_control(sub):
+        if creds is None or creds.reads_everything or not private_control(sub):
             return
         if creds.uid != self.root.lstat("").st_uid:
             raise OSError(errno.EACCES, "the control tree's log, stats, episodes and session are the owner's")
@@ -469,15 +480,10 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         if node.is_dir:
             raise OSError(errno.EISDIR, "is a directory")
-        attrs = _synthetic(self.root.lstat(""), stat.S_IFREG | 0o444, 0, virtual_ino(path.rstrip("/")))
+        attrs = synthetic(self.root.lstat(""), stat.S_IFREG | 0o444, 0, virtual_ino(path.rstrip("/")))
         if node.live_log:
             return _Generated(attrs=attrs, log_fd=self.control.open_log())
         return _Generated(attrs=attrs, data=self._snapshots.setdefault(path, node.content or b""))
-
-
-def _private_control(sub: str) -> bool:
-    """Everything in the control tree but the directory itself, SKILL.md and ready (sparsefs.vfs.control)."""
-    return sub not in ("", "SKILL.md", "ready")
 
 
 def _is_session(path: str) -> bool:
@@ -487,11 +493,3 @@ def _is_session(path: str) -> bool:
 def _control_sub(path: str) -> str:
     return path[len(_CONTROL_PREFIX) :].strip("/")
 
-
-def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:
-    return {
-        "st_mode": mode, "st_ino": ino, "st_nlink": nlink, "st_size": size,
-        "st_uid": like.st_uid, "st_gid": like.st_gid,
-        "st_atime": like.st_atime_ns, "st_mtime": like.st_mtime_ns, "st_ctime": like.st_ctime_ns,
-        "st_blksize": 4096, "st_blocks": (size + 511) // 512,
-    }

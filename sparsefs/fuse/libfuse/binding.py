@@ -3,7 +3,9 @@
 Thin on purpose: every method translates arguments, calls ``Core`` and maps
 exceptions through ``sparsefs.fuse.errors``. Generated files (packs, control
 files) are opened with per-file direct_io; real files use the page cache,
-kept coherent by ``invalidate_path`` on source changes.
+kept coherent by ``invalidate_path`` on source changes and revalidated at
+each open (``sparsefs.fuse.pagecache``: ``keep_cache`` only while the file is
+unchanged and settled), so ``kernel_cache`` (which forces ``keep_cache``) is off.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import mfusepy
 from sparsefs.fuse.errors import to_errno
 from sparsefs.fuse.libfuse.hidden import HiddenFiles, is_hidden_name
 from sparsefs.fuse.libfuse.links import Key, LinkNames
+from sparsefs.fuse.libfuse.paths import PathMemory
 from sparsefs.fuse.mounts import find_mount
 from sparsefs.source.access import Credentials
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, relative, utimens_path
@@ -33,7 +36,6 @@ log = logging.getLogger("sparsefs.fuse")
 F = TypeVar("F", bound=Callable[..., Any])
 
 MOUNT_OPTIONS: dict[str, Any] = {
-    "kernel_cache": True,
     "attr_timeout": 5,
     "entry_timeout": 5,
     "negative_timeout": 0,
@@ -79,6 +81,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self._fuse_ptr: int | None = None
         self.links = LinkNames(self.invalidate_path)  # every name of a hard-linked file, kept coherent
         self.hidden = HiddenFiles(core.root)  # open files unlinked through the mount
+        self.paths = PathMemory()  # the file type and page stamp last handed out per path
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         # Without parallel dirops the kernel serializes lookups per directory: one slow
@@ -91,7 +94,13 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self.binding.mark_ready()
 
     def invalidate_path(self, path: str) -> None:
-        """Drop the kernel's cached pages and attributes of ``path`` (if it knows it)."""
+        """Drop the kernel's cached pages and attributes of ``path`` (if it knows it). The file type handed
+        out stays remembered: libfuse drops the inode's attributes, not the kernel's entry, so the kernel
+        may still ask for the old inode's attributes by this path."""
+        self.paths.forget_pages(path)
+        self._drop_kernel_cache(path)
+
+    def _drop_kernel_cache(self, path: str) -> None:
         if self._fuse_ptr:
             _invalidate(ctypes.c_void_p(self._fuse_ptr), os.fsencode(path))
 
@@ -118,6 +127,8 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             return self.hidden.getattr(str(path))
         attrs = self.core.getattr(path, _fh(fh))
         if path is not None and fh is None:
+            if self.paths.kind_changed(path, attrs["st_mode"]):  # replaced outside by another kind of file
+                raise OSError(errno.ESTALE, "the name leads to another kind of file now")
             self.links.seen(path, attrs)
         return attrs
 
@@ -146,10 +157,18 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             self.core.getattr(path)
         result = self.core.guard_open(path, fi.flags) or self.core.open(path, fi.flags)
         fi.fh, fi.direct_io = result.fh, int(result.direct_io)
-        fi.keep_cache = 0 if result.direct_io else 1
+        fi.keep_cache = 0 if result.direct_io else int(self._keep_pages(path, result.fh))
         if control:
             self.invalidate_path(path)
         return 0
+
+    def _keep_pages(self, path: str, fd: int) -> bool:
+        """May this open keep the kernel's pages (sparsefs.fuse.pagecache)? A file changed unseen (a store
+        through an outside mapping) also has its cached size and times dropped."""
+        keep, changed = self.paths.keep_pages(path, os.fstat(fd))
+        if changed:
+            self._drop_kernel_cache(path)
+        return keep
 
     def _give_to_caller(self, path: str) -> None:
         """New files belong to whoever created them (matters with --allow-other).
@@ -165,6 +184,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def create(self, path: str, mode: int, fi: Any) -> int:
+        self.paths.forget(path)
         result = self.core.create(path, fi.flags, mode)
         fi.fh = result.fh
         self._give_to_caller(path)
@@ -202,12 +222,14 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def mkdir(self, path: str, mode: int) -> int:
+        self.paths.forget(path)
         self.core.mkdir(path, mode)
         self._give_to_caller(path)
         return 0
 
     @guarded
     def mknod(self, path: str, mode: int, dev: int) -> int:
+        self.paths.forget(path)
         self.core.mknod(path, mode, dev)
         self._give_to_caller(path)
         return 0
@@ -215,6 +237,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
     @guarded
     def rmdir(self, path: str) -> int:
         self.core.rmdir(path)
+        self.paths.forget(path, tree=True)
         return 0
 
     @guarded
@@ -224,6 +247,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             return 0
         key = self._inode(path)
         self.core.unlink(path)
+        self.paths.forget(path)
         self.links.removed(path)
         self.links.changed(key, path)
         return 0
@@ -240,6 +264,8 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             return 0
         moving, replaced = self._inode(old), self._inode(new)
         self.core.rename(old, new, flags)
+        self.paths.forget(old, tree=True)
+        self.paths.forget(new, tree=True)
         self.links.moved(old, new)
         self.links.changed(moving, new)
         if replaced != moving:
@@ -248,12 +274,14 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def symlink(self, link_path: str, target: str) -> int:  # mfusepy's argument order
+        self.paths.forget(link_path)
         self.core.symlink(link_path, target)
         self._give_to_caller(link_path)
         return 0
 
     @guarded
     def link(self, target: str, source: str) -> int:
+        self.paths.forget(target)
         self.core.link(target, source)
         attrs = self.core.getattr(target)
         self.links.seen(source, attrs)
