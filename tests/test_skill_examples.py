@@ -25,3 +25,14 @@ def test_every_example_parses(suffix: str) -> None:
     request = parse_suffix(suffix, OPERATIONS)
     if request.action in OPERATIONS:
         build_operation(request.action, request.argument, request.options, request.k)
+
+
+def test_the_guide_is_short_and_its_opening_stands_alone() -> None:
+    """Every agent pays for the guide: at most 6,000 characters, and the first 1,500 carry every rule an
+    agent needs to start (issue 28): scout, intent, focus, refine, full, exact results, quoting."""
+    text = SKILL.read_text()
+    assert len(text) <= 6_000
+    opening = text[:1_500]
+    for rule in ("@scout", "@intent=", "@focus=", "@refine=", "@full", "@sum=", "@count", "@path=", "quote",
+                 "%2F", "[sparsefs guard]"):
+        assert rule in opening, rule
