@@ -30,7 +30,7 @@ def test_every_command_is_in_help_and_readme() -> None:
                                timeout=60, check=True).stdout
     readme = (ROOT / "README.md").read_text()
     missing = [c for c in commands() if not re.search(rf"\b{c}\b", help_text) or f"sparsefs {c}" not in readme]
-    assert not missing, f"undocumented commands (add them to --help and README 'Using it'): {missing}"
+    assert not missing, f"undocumented commands (add them to --help and the README): {missing}"
 
 
 def test_every_command_has_a_test() -> None:
