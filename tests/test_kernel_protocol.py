@@ -456,3 +456,15 @@ def test_features_are_granted_one_by_one_from_what_the_kernel_offers(
     sess.want_passthrough = False  # --no-passthrough
     monkeypatch.setattr(features, "passthrough_blocker", lambda: None)
     assert not sess.grant(_offer(45, everything)) & k.PASSTHROUGH
+
+
+def test_posix_acls_are_taken_only_where_other_users_read(session: tuple[Session, FakeDevice]) -> None:
+    """With --allow-other the kernel must hold other users to the source's ACLs (FUSE_POSIX_ACL); without it
+    only the mounting user reaches the mount, and no ACL is asked (issue 24: no byte a caller could not cat)."""
+    sess, _ = session
+    offered = k.INIT_EXT | k.POSIX_ACL | k.ASYNC_READ
+    assert not sess.grant(_offer(45, offered)) & k.POSIX_ACL
+    sess.allow_other = True
+    assert sess.grant(_offer(45, offered)) & k.POSIX_ACL
+    assert sess.core.stats.snapshot()["kernel_features"]["posix_acl"] is True
+    assert not sess.grant(_offer(45, k.INIT_EXT | k.ASYNC_READ)) & k.POSIX_ACL  # a kernel before 4.9

@@ -14,7 +14,8 @@ import shutil
 import struct
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,11 @@ def _tree(src: Path) -> None:
     (src / "acl.md").write_text(SECRET_TEXT)
     os.chmod(src / "acl.md", 0o644)
     os.setxattr(src / "acl.md", "system.posix_acl_access", _acl_denying(65534))  # setfacl -m u:nobody:---
+    (src / "acl-dir").mkdir()
+    (src / "acl-dir" / "inside.md").write_text(SECRET_TEXT)
+    os.chmod(src / "acl-dir", 0o755)
+    os.chmod(src / "acl-dir" / "inside.md", 0o644)
+    os.setxattr(src / "acl-dir", "system.posix_acl_access", _acl_denying(65534))  # no search for nobody
 
 
 @pytest.fixture
@@ -146,3 +152,30 @@ def test_the_owners_session_intent_neither_steers_nor_shows_in_another_uids_pack
     assert SECRET in own
     other = _cat(mnt / "team/notes.md@intent")
     assert other.returncode == 0 and SECRET.encode() not in other.stdout
+
+
+def test_plain_reads_are_held_to_the_sources_acls(shared: Mount) -> None:
+    """Mode bits alone (default_permissions) would let nobody read a 0644 file whose ACL denies it: the mount
+    negotiates POSIX ACLs with --allow-other, so the kernel asks the source's ACL and refuses, as it does on
+    the source (ACLs changed outside are seen at once: the watcher drops the kernel's copy)."""
+    mnt, src = shared.mountpoint, shared.source
+    assert _cat(src / "acl.md").returncode != 0  # what nobody gets on the source itself
+    for path in (mnt / "acl.md", mnt / "acl-dir" / "inside.md"):
+        done = _cat(path)
+        assert done.returncode != 0 and SECRET.encode() not in done.stdout, path
+    assert _as_nobody("ls", str(mnt / "acl-dir")).returncode != 0  # its named-user entry gives nobody nothing
+    assert _cat(mnt / "team" / "notes.md").returncode == 0
+    os.removexattr(src / "acl.md", "system.posix_acl_access")  # setfacl -b, outside the mount
+    assert _eventually(lambda: _cat(mnt / "acl.md").returncode == 0, 10)
+    os.setxattr(mnt / "acl.md", "system.posix_acl_access", _acl_denying(65534))  # setfacl through the mount
+    assert os.getxattr(src / "acl.md", "system.posix_acl_access") == _acl_denying(65534)
+    assert _cat(mnt / "acl.md").returncode != 0
+
+
+def _eventually(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

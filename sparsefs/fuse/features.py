@@ -42,6 +42,8 @@ FEATURES: tuple[Feature, ...] = (
             "absent names are not cached: each lookup of a missing name asks the daemon"),
     Feature("no_open", (3, 15), "--no-open (read-only mounts)",
             "every open and close is a round trip (OPEN, RELEASE)"),
+    Feature("posix_acl", (4, 9), "--allow-other",
+            "other users are held to the source's mode bits only, not its POSIX ACLs"),
 )
 
 

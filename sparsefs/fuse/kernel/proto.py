@@ -39,6 +39,7 @@ AUTO_INVAL_DATA = 1 << 12
 DO_READDIRPLUS = 1 << 13
 READDIRPLUS_AUTO = 1 << 14
 PARALLEL_DIROPS = 1 << 18
+POSIX_ACL = 1 << 20  # 7.26: the kernel enforces POSIX ACLs (GETXATTR system.posix_acl_*, cached per inode)
 MAX_PAGES = 1 << 22
 HANDLE_KILLPRIV_V2 = 1 << 28  # 7.33: the daemon kills suid/sgid on write, truncate, chown (flags below)
 INIT_EXT = 1 << 30

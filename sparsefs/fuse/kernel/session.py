@@ -46,7 +46,8 @@ log = logging.getLogger("sparsefs.kernel")
 
 WANTED = (k.ASYNC_READ | k.BIG_WRITES | k.AUTO_INVAL_DATA | k.DO_READDIRPLUS | k.READDIRPLUS_AUTO
           | k.PARALLEL_DIROPS | k.MAX_PAGES | k.INIT_EXT | k.HANDLE_KILLPRIV_V2)
-GRANTS = {"passthrough": k.PASSTHROUGH, "killpriv_v2": k.HANDLE_KILLPRIV_V2}  # stats.json "kernel_features"
+# stats.json "kernel_features"
+GRANTS = {"passthrough": k.PASSTHROUGH, "killpriv_v2": k.HANDLE_KILLPRIV_V2, "posix_acl": k.POSIX_ACL}
 TIMED = os.environ.get("SPARSEFS_REQUEST_CPU") == "1"  # per-opcode CPU in stats.json (kernel_request_us)
 DEFAULT_READERS = 1
 DEFAULT_SPIN_US = 200  # see sparsefs.fuse.kernel.transport
@@ -66,6 +67,7 @@ class Session:
         self.spin_ns = max(0, spin_us) * 1000
         self.want_passthrough = passthrough and not no_open  # an open the daemon never sees has no backing file
         self.no_open = no_open
+        self.allow_other = False  # set when mounted: other users are then held to the source's POSIX ACLs too
         self.by_fusermount = False  # mounted by fusermount3 (no CAP_SYS_ADMIN): it unmounts too
         self.device = device or FuseDevice()
         self.ops = KernelOps(core, self.device)
@@ -96,6 +98,7 @@ class Session:
         _raise_fd_limit()
         self.ops.files.idle_limit = max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
         self.device.fd, self.by_fusermount = mounting.mount(self.mountpoint, allow_other, read_only=self.no_open)
+        self.allow_other = allow_other
         self._fds = [self.device.fd]
         if not self.by_fusermount:
             mounting.raise_readahead(self.mountpoint, MAX_WRITE // 1024)
@@ -134,7 +137,7 @@ class Session:
     def grant(self, offer: k.InitOffer) -> int:
         """The INIT flags to take from ``offer``, each feature on its own; recorded for stats and the ops."""
         able = self.want_passthrough and features.passthrough_blocker() is None
-        granted = (WANTED | (k.PASSTHROUGH if able else 0)) & offer.flags
+        granted = (WANTED | (k.PASSTHROUGH if able else 0) | (k.POSIX_ACL if self.allow_other else 0)) & offer.flags
         self.ops.files.passthrough = bool(granted & k.PASSTHROUGH)
         self.ops.files.killpriv = bool(granted & k.HANDLE_KILLPRIV_V2)
         self.core.stats.passthrough = self.ops.files.passthrough

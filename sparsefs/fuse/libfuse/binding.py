@@ -50,6 +50,7 @@ MOUNT_OPTIONS: dict[str, Any] = {
 _LOOP_ENDED_BY_SIGNAL = 8
 _CONTROL = f"/{CONTROL_DIR}/"
 FUSE_CAP_PARALLEL_DIROPS = 1 << 18  # libfuse3 fuse_common.h
+FUSE_CAP_POSIX_ACL = 1 << 19  # the kernel enforces the source's POSIX ACLs (asked as system.posix_acl_* xattrs)
 
 
 def guarded(method: F) -> F:
@@ -82,12 +83,15 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self.links = LinkNames(self.invalidate_path)  # every name of a hard-linked file, kept coherent
         self.hidden = HiddenFiles(core.root)  # open files unlinked through the mount
         self.paths = PathMemory()  # the file type and page stamp last handed out per path
+        self.allow_other = False  # set by serve: other users read through the mount
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         # Without parallel dirops the kernel serializes lookups per directory: one slow
         # evidence lookup would stall every plain lookup in the same folder.
         if conn is not None and conn.capable & FUSE_CAP_PARALLEL_DIROPS:
             conn.want |= FUSE_CAP_PARALLEL_DIROPS
+        if conn is not None and self.allow_other and conn.capable & FUSE_CAP_POSIX_ACL:
+            conn.want |= FUSE_CAP_POSIX_ACL  # other users: the source's ACLs, as default_permissions its modes
         self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
         self.binding.attach(caller_pid=lambda: int(mfusepy.fuse_get_context()[2]), invalidate=self.invalidate_path,
                             caller=_caller_credentials)
@@ -400,7 +404,9 @@ def serve(core: Core, binding: LateBinding, mountpoint: str, allow_other: bool =
     if allow_other:
         options.update(allow_other=True, default_permissions=True)
     try:
-        _Fuse(MfusepyOperations(core, binding), mountpoint, raw_fi=True, foreground=True, **options)
+        operations = MfusepyOperations(core, binding)
+        operations.allow_other = allow_other
+        _Fuse(operations, mountpoint, raw_fi=True, foreground=True, **options)
     except RuntimeError as err:
         # libfuse's fuse_main answers 8 when its loop was ended by SIGINT/SIGTERM/SIGHUP; the
         # unmount already happened then. Anything else (or a mount still present) is a failure.
