@@ -206,3 +206,28 @@ def test_daemons_are_started_isolated() -> None:
     done = subprocess.run([*isolation.python_argv("--help")], capture_output=True, text=True, timeout=60,
                           check=False, cwd="/", env={**os.environ, "PYTHONPATH": "/nonexistent-planted"})
     assert done.returncode == 0 and "sparsefs" in done.stdout
+
+
+def test_system_tools_never_come_from_a_planted_path(planted: tuple[Path, Path], tmp_path: Path,
+                                                     backend: str) -> None:
+    """The daemon (root) runs fusermount3, umount and cat; a workspace folder on $PATH (a node_modules/.bin, a
+    ``.``) that plants them must not be run: they are taken from the system's own directories."""
+    ws, marks = planted
+    tools = ws / "bin"
+    tools.mkdir()
+    for name in ("fusermount3", "fusermount", "umount", "cat"):
+        (tools / name).write_text(f"#!/bin/sh\necho ran > {marks / name}\nexit 1\n")
+        (tools / name).chmod(0o755)
+    view = tmp_path / "view"
+    view.mkdir()
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    try:
+        for args in (["mount", str(ws), str(view), *backend_args(backend), "--state-dir", str(tmp_path / "s")],
+                     ["doctor"], ["umount", str(view)]):
+            done = subprocess.run([SPARSEFS, *args], capture_output=True, text=True, timeout=120, check=False,
+                                  cwd="/", env=env)
+            assert done.returncode in (0, 1) and "Traceback" not in done.stderr, (args, done.stderr)
+        assert mounts.find_mount(view) is None
+    finally:
+        _cleanup(view)
+    assert _ran(marks) == []

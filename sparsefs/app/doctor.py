@@ -16,13 +16,13 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
-import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from sparsefs.fuse import features
 from sparsefs.fuse.mounts import FSTYPE, mount_entries
 from sparsefs.source.freshness import inotify_limit, suggested_watch_limit
 
@@ -57,7 +57,7 @@ def check_libfuse() -> Check:
 
 
 def check_fusermount() -> Check:
-    tool = shutil.which("fusermount3")
+    tool = features.system_tool("fusermount3")
     if not tool:
         return Check("fusermount3", False, "not on PATH", "apt-get install fuse3")
     if os.geteuid() != 0 and not os.stat(tool).st_mode & stat.S_ISUID:
@@ -98,8 +98,6 @@ def check_backend() -> Check:
 
 def check_kernel_features() -> Check:
     """What the kernel backend gets here, feature by feature, and what each needs (sparsefs.fuse.features)."""
-    from sparsefs.fuse import features
-
     lines = features.feature_lines()
     missing = [line.split(":")[0] for line in lines if ": no " in line]
     blocker = features.passthrough_blocker()
@@ -147,7 +145,8 @@ def _process_watches(pid: str) -> int:
 def read_stats(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> dict[str, Any] | str:
     """The mount's stats.json, or why it could not be read (never blocks past ``timeout_s``)."""
     path = os.path.join(mountpoint, ".sparsefs", "stats.json")
-    child = subprocess.Popen(["cat", "--", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    cat = features.system_tool("cat") or "/bin/cat"
+    child = subprocess.Popen([cat, "--", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
     try:
         out, err = child.communicate(timeout=timeout_s)

@@ -61,9 +61,18 @@ def has_cap_sys_admin() -> bool:
     return bool(int(line.split()[1], 16) >> _CAP_SYS_ADMIN & 1)
 
 
+TRUSTED_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def system_tool(name: str) -> str | None:
+    """``name`` from the system's own directories, never from the caller's $PATH: a daemon running as root must
+    not run a ``fusermount3`` or ``umount`` planted in a workspace directory that $PATH happens to name."""
+    return shutil.which(name, path=TRUSTED_PATH)
+
+
 def fusermount() -> str | None:
     """The setuid fusermount3 an unprivileged daemon mounts with (None if missing or not setuid)."""
-    tool = shutil.which("fusermount3")
+    tool = system_tool("fusermount3")
     if tool is None:
         return None
     return tool if os.stat(tool).st_mode & stat.S_ISUID else None

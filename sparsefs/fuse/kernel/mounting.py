@@ -122,7 +122,7 @@ def unmount(mountpoint: str, by_fusermount: bool) -> None:
 
 
 def _fusermount_unmount(mountpoint: str) -> None:
-    tool = features.fusermount() or "fusermount3"
+    tool = features.fusermount() or features.system_tool("fusermount3") or "/bin/fusermount3"
     for lazy in ([], ["-z"]):
         try:
             done = subprocess.run([tool, "-u", "-q", *lazy, "--", mountpoint], cwd="/", stdin=subprocess.DEVNULL,
