@@ -136,10 +136,11 @@ def test_the_units_exec_start_restarts_a_killed_in_place_mount(workspace: Path, 
     up. A second start over the healthy mount is refused and leaves it serving."""
     state = tmp_path / "state"  # StateDirectory=: systemd creates it
     state.mkdir()
-    argv = _exec_start(UNIT_FOR[backend], workspace, state)
+    name, switches = mountutil.VARIANTS.get(backend, (backend, ()))
+    argv = [*_exec_start(UNIT_FOR[name], workspace, state), *switches]  # a variant: the unit plus its switches
     first = _run_unit(argv, workspace, state, "first")
     try:
-        assert json.loads((workspace / ".sparsefs" / "stats.json").read_bytes())["backend"] == backend
+        assert json.loads((workspace / ".sparsefs" / "stats.json").read_bytes())["backend"] == name
         assert conftest.is_pack((workspace / "notes.txt@intent=harbor route").read_bytes())
         os.killpg(first.process.pid, signal.SIGKILL)  # the daemon and any parse child: the unit's cgroup
         first.process.wait(timeout=10)
