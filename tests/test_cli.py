@@ -84,7 +84,7 @@ def test_refuses_a_mountpoint_inside_the_source(workspace: Path) -> None:
 
 def test_refuses_a_missing_source(tmp_path: Path) -> None:
     result = run_cli("mount", str(tmp_path / "missing"))
-    assert result.returncode == 2 and "not a directory" in result.stderr
+    assert result.returncode == 2 and "does not exist" in result.stderr
 
 
 def test_umount_of_something_not_mounted(tmp_path: Path) -> None:
