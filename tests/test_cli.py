@@ -1,4 +1,4 @@
-"""The CLI: background mount, umount, doctor, signals, refusals, demo."""
+"""The CLI: background mount, umount, doctor, signals, refusals (the demo: tests/test_demo.py)."""
 
 from __future__ import annotations
 
@@ -108,13 +108,6 @@ def test_every_command_is_documented_in_help_and_readme() -> None:
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for command in sub.choices:  # type: ignore[union-attr]
         assert command in help_text and f"sparsefs {command}" in readme, command
-
-
-def test_demo_runs_end_to_end() -> None:
-    result = run_cli("demo", timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "48.2 million" in result.stdout and "packs_served" in result.stdout
-    assert "unmounted" in result.stdout
 
 
 def test_default_state_dir_is_outside_the_source(workspace: Path) -> None:
