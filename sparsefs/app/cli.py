@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="mount a bundled sample workspace and show a plain and an evidence read")
     demo.add_argument("--keep", action="store_true", help="leave the demo mounted")
     sub.add_parser("skill", help="print the agent guide (.sparsefs/SKILL.md)").set_defaults(handler=cmd_skill)
-    cli_tools.register(sub)  # read, mcp, index, stats, report
+    cli_tools.register(sub)  # read, mcp, index, stats, report, clean
     return parser
 
 

@@ -1,4 +1,4 @@
-"""The subcommands that reach the core without a mount: read, mcp, index, stats, report.
+"""The subcommands that reach the core without a mount: read, mcp, index, stats, report, clean.
 
 ``register`` adds them to the ``sparsefs`` parser; each sets ``handler`` so
 ``cli.main`` dispatches without knowing them. Heavy imports (the MCP SDK,
@@ -27,11 +27,14 @@ def add_cache_option(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add read, mcp, index, stats and report to the subcommands of ``sparsefs``."""
+    """Add read, mcp, index, stats, report and clean to the subcommands of ``sparsefs``."""
+    from sparsefs.app import clean
+
     _register_read(sub)
     _register_mcp(sub)
     _register_index(sub)
     _register_stats(sub)
+    clean.register(sub)
 
 
 def _register_read(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
