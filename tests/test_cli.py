@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sparsefs.fuse import mounts
 from tests import mountutil
 
@@ -110,9 +112,12 @@ def test_every_command_is_documented_in_help_and_readme() -> None:
         assert command in help_text and f"sparsefs {command}" in readme, command
 
 
-def test_default_state_dir_is_outside_the_source(workspace: Path) -> None:
+def test_default_state_dir_is_outside_the_source(workspace: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from sparsefs.app.daemon import plan_mount
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # planning takes the state lock: not in ~/.cache
     plan = plan_mount(str(workspace), None, None, allow_other=False)
     assert plan.in_place and not plan.state_dir.is_relative_to(workspace)
+    assert plan.state_dir.parent == tmp_path / "cache" / "sparsefs"
     assert plan.state_dir.name == plan_mount(str(workspace), None, None, False).state_dir.name

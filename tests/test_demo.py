@@ -4,6 +4,7 @@ sentence and what to try next, and leaves nothing behind: not at its end, not af
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,3 +71,21 @@ def test_demo_cleans_up_after_ctrl_c_and_sigterm() -> None:
         assert demo.returncode == 130, rest
         assert "stopped: cleaning up" in rest and f"removed {base}" in rest
         assert not _left_behind(base)
+
+
+def test_demo_keep_leaves_it_mounted_and_prints_the_commands_that_remove_it() -> None:
+    result = run_cli("demo", "--keep")
+    base = Path(MOUNTING.search(result.stdout).group(1))  # type: ignore[union-attr]
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert mounts.is_sparsefs_mount(base / "workspace")
+        removal = result.stdout.strip().splitlines()[-1]
+        assert removal.startswith("still mounted; to remove it: "), removal
+        done = subprocess.run(removal.partition(": ")[2], shell=True, capture_output=True, text=True, timeout=120,
+                              check=False, cwd="/")
+        assert done.returncode == 0, done.stderr
+    finally:
+        if mounts.find_mount(base / "workspace"):
+            subprocess.run(["umount", "-l", str(base / "workspace")], timeout=30, check=False)
+        shutil.rmtree(base, ignore_errors=True)
+    assert not _left_behind(base)

@@ -51,7 +51,7 @@ def run_demo(keep: bool = False) -> int:
         keep = False
         return 130
     finally:
-        if keep:
+        if keep and mounts.is_sparsefs_mount(workspace):
             print(f"\nstill mounted; to remove it: {demo_text.PROG} umount {shlex.quote(str(workspace))} && "
                   f"rm -rf {shlex.quote(str(base))}")
         else:
