@@ -155,7 +155,7 @@ def sweep_cache() -> None:
         log.warning("retention sweep of %s failed (%s)", retention.cache_root(), err)
         return
     for path, size in outcome.removed:
-        log.info("removed %s (%d bytes, unused for over %g days: $%s)", path, size, retention.retain_days(),
+        log.warning("removed %s (%d bytes, unused for over %g days: $%s)", path, size, retention.retain_days(),
                  retention.RETAIN_ENV)
 
 
