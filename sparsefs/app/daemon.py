@@ -136,8 +136,12 @@ def _check_folder(role: str, path: Path, create: str) -> None:
 
 def _check_empty(mnt: Path) -> None:
     """A mirror over a folder with files would hide them while mounted: refused unless asked for."""
-    with os.scandir(mnt) as entries:
-        names = [entry.name for _, entry in zip(range(3), entries, strict=False)]
+    try:
+        with os.scandir(mnt) as entries:
+            names = [entry.name for _, entry in zip(range(3), entries, strict=False)]
+    except OSError as err:
+        raise MountError(f"mountpoint {mnt} cannot be listed ({err.strerror or err}); choose a folder you can "
+                         "read") from None
     if names:
         shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
         raise MountError(f"mountpoint {mnt} is not empty ({shown}): the mirror would hide its files while "
