@@ -183,9 +183,18 @@ def test_what_it_saved_commands(home: Path) -> None:
         bash("sparsefs umount ~/ws", home)
 
 
+def test_clean_up_commands(home: Path) -> None:
+    assert bash("sparsefs read 'annual-report.md@intent=headcount'", home, cwd=home / "ws").returncode == 0
+    cache = home / ".cache" / "sparsefs"
+    assert any(cache.iterdir())
+    done = bash("\n".join(_commands(blocks()["Clean up"])), home)
+    assert done.returncode == 0, done.stderr
+    assert not cache.exists() or not any(cache.iterdir())
+
+
 def test_every_code_block_is_run_here() -> None:
     covered = {"intro", "Two commands", "Mount a workspace", "Read sparsely", "Reading a pack",
-               "Connect an agent", "What it saved"}
+               "Connect an agent", "What it saved", "Clean up"}
     assert {title for title, lines in blocks().items() if lines} == covered
 
 

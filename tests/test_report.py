@@ -147,3 +147,38 @@ def test_stats_json_and_sparsefs_stats_agree_by_definition(tmp_path: Path, order
     assert snapshot["full_read_chars"] == summary["full_read_chars"] == 10000 + 8000 + 4000 + 90000
     assert snapshot["chars_saved_vs_full_reads"] == summary["chars_saved"]
     assert snapshot["exposure_ratio"] == summary["exposure_ratio"] and snapshot["read_units"] == 7
+
+
+def test_report_page_has_a_dated_title_and_the_saving_the_cli_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One function says the saving for `sparsefs stats`, the page's headline and the demo."""
+    import html
+    from datetime import UTC, datetime
+
+    from sparsefs.app.report import headline, render_html
+
+    write_log(tmp_path)
+    sentence = headline(load(tmp_path / "log.jsonl").totals())
+    assert sentence.startswith(f"Saved {22000 - 5850:,} characters (73.4%): the agent read 5,850 ")
+    code, text = in_process(capsys, "stats", "--state-dir", str(tmp_path))
+    assert code == 0 and text.splitlines()[0] == sentence
+    page = render_html(load(tmp_path / "log.jsonl"), "chart.png", datetime(2026, 3, 4, 5, 6, tzinfo=UTC))
+    assert "<title>SparseFS report, 2026-03-04 05:06 UTC</title>" in page
+    assert f"<p class=headline>{html.escape(sentence)}</p>" in page
+    assert in_process(capsys, "report", "--state-dir", str(tmp_path), "-o", str(tmp_path / "out"))[0] == 0
+    written = (tmp_path / "out" / "index.html").read_text()
+    assert f"<p class=headline>{html.escape(sentence)}</p>" in written
+    assert f"<title>SparseFS report, {datetime.now(UTC):%Y-%m-%d}" in written
+
+
+def test_stats_says_how_many_episodes_it_leaves_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [{**ENTRIES[0], "episode": f"e{n}", "artifact": f"f{n}.md", "fingerprint": f"f{n}"} for n in range(25)]
+    (tmp_path / "log.jsonl").write_bytes(b"\n".join(orjson.dumps({"time": 1.0, **line}) for line in lines) + b"\n")
+    text = in_process(capsys, "stats", "--state-dir", str(tmp_path))[1]
+    assert "(the newest 20 of 25 episodes; 5 older ones not shown: sparsefs stats --all, or --limit N)" in text
+    assert " f4.md " not in text and " f5.md " in text
+    every = in_process(capsys, "stats", "--state-dir", str(tmp_path), "--all")[1]
+    assert all(f" f{n}.md " in every for n in range(25)) and "not shown" not in every
+    three = in_process(capsys, "stats", "--state-dir", str(tmp_path), "--limit", "3")[1]
+    assert " f21.md " not in three and " f22.md " in three and "22 older ones not shown" in three

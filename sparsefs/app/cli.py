@@ -27,7 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     mount = sub.add_parser("mount", help="mount SRC in place, or mirror it at MNT")
     mount.add_argument("source", metavar="SRC")
     mount.add_argument("mountpoint", metavar="MNT", nargs="?", help="mirror here (default: in place over SRC)")
-    mount.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
+    mount.add_argument("-f", "--foreground", action="store_true",
+                       help="stay in the foreground (says where it mounted once ready; Ctrl-C unmounts)")
+    mount.add_argument("--nonempty", action="store_true",
+                       help="mirror over a MNT that holds files (hidden while mounted; refused without this)")
     mount.add_argument("--state-dir", help="logs and state (default: ~/.cache/sparsefs/<hash>)")
     mount.add_argument("--allow-other", action="store_true", help="let other users in (turns on default_permissions)")
     mount.add_argument("--no-watch", action="store_true",
@@ -71,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="mount a bundled sample workspace and show a plain and an evidence read")
     demo.add_argument("--keep", action="store_true", help="leave the demo mounted")
     sub.add_parser("skill", help="print the agent guide (.sparsefs/SKILL.md)").set_defaults(handler=cmd_skill)
-    cli_tools.register(sub)  # read, mcp, index, stats, report
+    cli_tools.register(sub)  # read, mcp, index, stats, report, clean
     return parser
 
 
@@ -88,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
+    plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend, args.nonempty)
     plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
                                session_intent=args.session_intent, cache=check_cache(args.cache),
                                memory_mb=args.memory_mb, passthrough=not args.no_passthrough, no_open=args.no_open)
@@ -116,7 +119,7 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     command += [f"--guard-kinds={','.join(plan.guard_kinds)}"] if plan.guard_kinds else []
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
                                       ("--no-passthrough", args.no_passthrough), ("--no-open", args.no_open),
-                                      ("--verbose", args.verbose)) if on]
+                                      ("--verbose", args.verbose), ("--nonempty", args.nonempty)) if on]
     env = {**os.environ, **({cli_tools.CACHE_ENV: plan.cache} if plan.cache else {})}  # not argv: ps shows it
     with open(log_path, "ab") as log:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,13 +57,15 @@ class MountPlan:
 
 
 def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool,
-               backend: str = "auto") -> MountPlan:
-    """Validate the request; raise MountError with a fix when it cannot work."""
+               backend: str = "auto", nonempty: bool = False) -> MountPlan:
+    """Validate the request; raise MountError with a fix when it cannot work. ``nonempty``: a mirror may cover a
+    folder that holds files (they are hidden while mounted); without it such a mirror is refused."""
     src = _settled(source)
     mnt = _settled(mountpoint) if mountpoint else src
-    if not src.is_dir():
-        raise MountError(f"source {src} is not a directory")
+    _check_folder("source", src, "")
     _check_mountpoint(src, mnt)
+    if mnt != src and not nonempty:
+        _check_empty(mnt)
     _check_no_code_served(src, mnt)
     state = Path(state_dir).resolve() if state_dir else default_state_dir(src)
     if state.is_relative_to(src) and mnt == src:
@@ -122,8 +125,29 @@ def _check_mountpoint(src: Path, mnt: Path) -> None:
         owner = f" served by daemon pid {pid}" if pid else ""
         raise MountError(f"{mnt} is already a live SparseFS mount{owner}; it is left as it is. To mount it "
                          f"again, first run: sparsefs umount {mnt}")
-    if not mnt.is_dir():
-        raise MountError(f"mountpoint {mnt} is not a directory (mkdir -p {mnt})")
+    _check_folder("mountpoint", mnt, f"; create it first: mkdir -p {shlex.quote(str(mnt))}")
+
+
+def _check_folder(role: str, path: Path, create: str) -> None:
+    """A missing folder and a file where a folder should be are told apart, each with what to do."""
+    if not path.exists():
+        raise MountError(f"{role} {path} does not exist{create}")
+    if not path.is_dir():
+        raise MountError(f"{role} {path} is not a directory (it is a file); give a folder")
+
+
+def _check_empty(mnt: Path) -> None:
+    """A mirror over a folder with files would hide them while mounted: refused unless asked for."""
+    try:
+        with os.scandir(mnt) as entries:
+            names = [entry.name for _, entry in zip(range(3), entries, strict=False)]
+    except OSError as err:
+        raise MountError(f"mountpoint {mnt} cannot be listed ({err.strerror or err}); choose a folder you can "
+                         "read") from None
+    if names:
+        shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+        raise MountError(f"mountpoint {mnt} is not empty ({shown}): the mirror would hide its files while "
+                         "mounted. Use an empty folder, or add --nonempty to cover them anyway")
 
 
 def _settled(given: str) -> Path:
@@ -199,7 +223,7 @@ def run(plan: MountPlan) -> int:
                             source=str(plan.source))
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
-    readiness = Readiness(mounted.binding, plan.backend)  # Type=notify: READY=1 once the mount answers
+    readiness = Readiness(mounted.binding, plan.backend, announce=announcement(plan))  # and READY=1 (Type=notify)
     try:
         serve(mounted.core, mounted.binding, str(plan.mountpoint), plan.allow_other)
     finally:
@@ -208,6 +232,14 @@ def run(plan: MountPlan) -> int:
         root.close()
         lock.release()
     return 0
+
+
+def announcement(plan: MountPlan) -> str:
+    """What a foreground mount prints once it answers: what is mounted where, and how to stop it."""
+    mode = "in place" if plan.in_place else f"mirroring {plan.source}"
+    target = shlex.quote(str(plan.mountpoint))
+    return (f"mounted {plan.mountpoint} ({mode}, {plan.backend} backend), daemon pid {os.getpid()}; serving in "
+            f"the foreground. Stop it with Ctrl-C here, or from another shell: sparsefs umount {target}")
 
 
 def _guard_config(plan: MountPlan) -> GuardConfig | None:

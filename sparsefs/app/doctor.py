@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
+import pwd
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sparsefs.fuse import features
-from sparsefs.fuse.mounts import FSTYPE, mount_entries
+from sparsefs.fuse.mounts import FSTYPE, mount_entries, mount_owner
 from sparsefs.source.freshness import inotify_limit, suggested_watch_limit
 
 STATS_TIMEOUT_S = 2.0
@@ -170,6 +171,10 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
         return [Check("mounts", True, "no SparseFS mounted", required=False)]
     checks = []
     for mnt in mounted:
+        owner = mount_owner(mnt)
+        if os.geteuid() != 0 and owner is not None and owner != os.getuid():
+            checks.append(others_mount(mnt, owner))
+            continue
         stats: dict[str, Any] = {}
         checks.append(check_mount(mnt, timeout_s, into=stats))
         if isinstance(stats.get("memory"), dict):
@@ -181,6 +186,16 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
         if isinstance(stats.get("not_saved"), dict):
             checks.append(not_saved_check(f"mount {mnt}", stats["not_saved"]))
     return checks
+
+
+def others_mount(mountpoint: str, owner: int) -> Check:
+    """Another user's mount: named, never read or acted on (only its owner or root can unmount or remount it)."""
+    try:
+        name = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        name = f"uid {owner}"
+    return Check(f"mount {mountpoint}", True, f"mounted by {name} (uid {owner}), not you: not checked; its owner "
+                 "or root can run sparsefs doctor for it", required=False)
 
 
 def not_saved_check(name: str, missing: dict[str, Any]) -> Check:

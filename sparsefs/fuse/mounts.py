@@ -44,6 +44,19 @@ def mount_entries() -> list[MountEntry]:
     return entries
 
 
+def mount_owner(mountpoint: str | Path) -> int | None:
+    """The uid that mounted ``mountpoint`` (the ``user_id=`` every FUSE mount carries in its super options), or
+    None when it is not a FUSE mount here: who may act on it (unmount, remount) besides root."""
+    target = os.path.abspath(mountpoint)
+    owner = None
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if _unescape(left.split()[4]) == target:
+            options = right.split()[-1].split(",")
+            owner = next((int(o[8:]) for o in options if o.startswith("user_id=") and o[8:].isdigit()), None)
+    return owner
+
+
 def find_mount(mountpoint: str | Path) -> MountEntry | None:
     target = os.path.abspath(mountpoint)
     matches = [e for e in mount_entries() if e.mountpoint == target]
