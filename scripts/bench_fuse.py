@@ -14,7 +14,7 @@ system is timed. Cold = right after ``sync; echo 3 > /proc/sys/vm/drop_caches``
 workload repeated right after. Reported: medians of per-round times and
 medians of per-round ratios, and a verdict against the issue's bars.
 
-    .venv/bin/python scripts/bench_fuse.py                 # 5 rounds, writes docs/BENCHMARKS.md
+    .venv/bin/python scripts/bench_fuse.py                 # 5 rounds, writes docs/journal/<today>-plain-io.md
     .venv/bin/python scripts/bench_fuse.py --quick         # smoke run, small data, no write
     .venv/bin/python scripts/bench_fuse.py --workloads small,grep --systems native,kernel,kernel-r2
 
@@ -64,7 +64,7 @@ SPARSEFS = REPO / ".venv" / "bin" / "sparsefs"
 MINIMAL = REPO / "scripts" / "minimal_passthrough.py"
 QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 BENCH_ROOT = Path("/tmp/sparsefs-bench")
-DOC = REPO / "docs" / "BENCHMARKS.md"
+DOC = REPO / "docs" / "journal" / f"{datetime.date.today()}-plain-io.md"  # BENCHMARKS.md keeps the current few
 PLAIN_TITLE = "## Plain I/O (native vs kernel backend vs mfusepy backend)"
 PLAIN_PREFIX = "## Plain I/O"
 INTENT_TITLE = "## Intent-read latency"
@@ -845,8 +845,9 @@ def main() -> int:
                         help="git revision whose sparsefs/readers/gate the mounts run (a snapshot, immune to edits "
                              "during the run; default HEAD), or 'worktree' for the live tree")
     parser.add_argument("--fresh-data", action="store_true", help="regenerate the data set")
-    parser.add_argument("--write", dest="write", action="store_true", default=None, help="write docs/BENCHMARKS.md")
-    parser.add_argument("--no-write", dest="write", action="store_false", help="do not write docs/BENCHMARKS.md")
+    parser.add_argument("--write", dest="write", action="store_true", default=None,
+                        help="write the dated journal file (docs/journal/)")
+    parser.add_argument("--no-write", dest="write", action="store_false", help="do not write the journal file")
     args = parser.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 5)
     args.warm_reps = args.warm_reps or (1 if args.quick else 3)

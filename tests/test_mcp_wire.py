@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 MAX_RATIO = 1.3
-MIN_PACK = 700  # below it the fixed envelope dominates (docs/BENCHMARKS.md, "MCP answers on the wire")
+MIN_PACK = 700  # below it the fixed envelope dominates (docs/BENCHMARKS.md, "Savings, the MCP wire, the live log")
 MAX_ENVELOPE = 200  # the JSON-RPC envelope around the escaped text: ids, flags, the SDK's serverInfo stamp
 RELAY = """
 import subprocess, sys
