@@ -16,7 +16,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATA = SHARED / "data"
 DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
 # every row of the backend table, and the kernel backend without passthrough (what root gets on Linux < 6.9 and
-# an ordinary user everywhere; the ordinary user's own mounts: tests/test_mount_user.py)
+# an ordinary user everywhere; the ordinary user's own mounts: tests/mount/test_mount_user.py)
 BACKENDS = (*(row.name for row in backends.BACKENDS), *mountutil.VARIANTS)
 HANG_GUARD_S = 120.0  # no single mount test comes close; past this the daemon is hung
 _PACK_HEAD = re.compile(rb"^[^\n]*@[^\n]*( [0-9a-f]{8} \xc2\xb7 |: error: )")
