@@ -30,7 +30,7 @@ from tests import mountutil
 from tests.conftest import HANG_GUARD_S, is_pack
 
 Mount = mountutil.Mount
-HOSTILE = Path(__file__).resolve().parent / "hostile"
+HOSTILE = Path(__file__).resolve().parents[1] / "hostile"
 LONG = os.environ.get("SPARSEFS_LONG") == "1"
 MIB = 1 << 20
 ANSWER_BOUND_S = 60.0  # what any one hostile read may take through the mount (the daemon's parse bound: 30 s)

@@ -27,7 +27,7 @@ from tests import mountutil
 from tests.conftest import HANG_GUARD_S, is_pack
 from tests.remotefs import ACTIMEO_S
 
-REMOTEFS = Path(__file__).resolve().parent / "remotefs.py"
+REMOTEFS = Path(__file__).resolve().parents[1] / "remotefs.py"
 SETTLE_S = ACTIMEO_S + 0.3  # the stand-in's own attribute cache (an NFS client's actimeo) must expire first
 
 
