@@ -207,10 +207,10 @@ class FileOps:
     def _from_pages(self, node: Node, size: int | None) -> bool:
         """Serve this read-only open from the page cache? Always beside another such open (the kernel
         refuses to mix); else for a small file while watched and not open by passthrough."""
-        if node.cached_opens:
-            return True
         small = size is not None and size <= PAGE_CACHED_MAX
-        return small and node.open_count == 0 and self.core.freshness.watched(self.nodes.path(node.nodeid))
+        fresh = self.core.freshness  # a path is walked only where blind mounts make it matter: opens are hot
+        return bool(node.cached_opens) or (small and node.open_count == 0
+                                           and fresh.watched(self.nodes.path(node.nodeid) if fresh.blind else None))
 
     def _guard_card(self, node: Node, flags: int) -> OpenResult | None:
         """A guard card (sparsefs.guard.policy), served with direct_io; only while no passthrough open holds
