@@ -49,6 +49,7 @@ from readers.base import (
     SlotCoverage,
     UnsupportedArtifact,
 )
+from readers.escape import escape_name
 from readers.retrieval.bm25index import UnitIndex, content_tokens
 from readers.retrieval.methods import METHODS
 
@@ -104,6 +105,12 @@ class MemberView:
     @property
     def chars(self) -> int:
         return self.end - self.start
+
+    @property
+    def shown(self) -> str:
+        """The member's path as packs, anchors and the inventory print it (readers.escape): one line, no
+        separator of the inventory's own; an anchor with it is taken back by focus."""
+        return escape_name(self.rel)
 
 
 @dataclass
@@ -204,7 +211,7 @@ class FolderReader(Reader):
         items = _within_budget(found, max_chars)
         kept = {item.anchor.label for item in items}
         coverage = tuple(_merged_coverage(slot, j, coverages, kept) for j, slot in enumerate(slots))
-        names = ", ".join(v.rel for v, _ in chosen) or "none"
+        names = ", ".join(v.shown for v, _ in chosen) or "none"
         method = " / ".join(methods) or "bm25"
         scope = Scope(len(col.readable()), "files", f"{method} in each file (files by bm25)", len(parsed.full_view),
                       note=f"read {len(chosen)} of {len(col.readable())} files: {names}")
@@ -221,7 +228,7 @@ class FolderReader(Reader):
         reader, member = col.readers[view.rel]
         if not rest:
             text = parsed.full_view[view.start : view.end]
-            item = EvidenceItem(Anchor(view.rel, view.start, view.end, heading=view.rel), text)
+            item = EvidenceItem(Anchor(view.shown, view.start, view.end, heading=view.shown), text)
             return Batch((item,), Scope(1, "files", "focus", view.chars))
         batch = reader.focus(member, rest)
         return Batch(tuple(_shifted(view, i) for i in batch.items), batch.scope, batch.coverage, batch.flags)
@@ -236,7 +243,7 @@ class FolderReader(Reader):
         if not rest:
             return []
         reader, member = col.readers[view.rel]
-        return [*(f"{view.rel}:{a}" for a in reader.widen(member, rest)), view.rel]
+        return [*(f"{view.shown}:{a}" for a in reader.widen(member, rest)), view.shown]
 
 
 # -- parsing helpers -------------------------------------------------------------------
@@ -249,7 +256,7 @@ def _member_view(
         reader, parsed = source.parsed(member.rel)
     except ReaderError as err:
         return MemberView(member.rel, member.size, "unreadable", error=err.message), ""
-    marker = f"=== {member.rel} ===\n"
+    marker = f"=== {escape_name(member.rel)} ===\n"  # a name cannot forge a member boundary
     start = offset + len(marker)
     readers[member.rel] = (reader, parsed)
     view = MemberView(member.rel, member.size, parsed.kind, start, start + len(parsed.full_view))
@@ -359,7 +366,7 @@ def _shifted(view: MemberView, item: EvidenceItem) -> EvidenceItem:
     a = item.anchor
     empty = a.char_end <= a.char_start
     start, end = (view.start, view.start) if empty else (a.char_start + view.start, a.char_end + view.start)
-    anchor = Anchor(f"{view.rel}:{a.label}", start, end, a.line_start, a.line_end, a.heading or view.rel)
+    anchor = Anchor(f"{view.shown}:{a.label}", start, end, a.line_start, a.line_end, a.heading or view.shown)
     return EvidenceItem(anchor, item.text, item.score, item.slots)
 
 
@@ -374,12 +381,12 @@ def _merged_coverage(
     judged: SlotCoverage | None = None
     for view, coverage in coverages:
         if j < len(coverage):
-            sent = [f"{view.rel}:{a}" for a in coverage[j].anchors if f"{view.rel}:{a}" in kept]
+            sent = [f"{view.shown}:{a}" for a in coverage[j].anchors if f"{view.shown}:{a}" in kept]
             anchors += sent
-            candidates += [f"{view.rel}:{a}" for a in coverage[j].anchors if f"{view.rel}:{a}" not in kept]
+            candidates += [f"{view.shown}:{a}" for a in coverage[j].anchors if f"{view.shown}:{a}" not in kept]
             if sent and (judged is None or (coverage[j].status == "matched" and judged.status != "matched")):
                 judged = coverage[j]
-            candidates += [f"{view.rel}:{c}" for c in coverage[j].candidates if f"{view.rel}:{c}" not in kept]
+            candidates += [f"{view.shown}:{c}" for c in coverage[j].candidates if f"{view.shown}:{c}" not in kept]
     if judged is not None:
         return replace(judged, slot=slot, anchors=tuple(anchors), candidates=(), leads=())
     return SlotCoverage(slot, "unresolved", candidates=tuple(candidates[:3]))
@@ -391,11 +398,12 @@ def _merged_coverage(
 def _split_anchor(col: _Collection, anchor: str) -> tuple[MemberView, str]:
     """The member a ``path`` or ``path:inner-anchor`` names (longest path first)."""
     for view in sorted(col.readable(), key=lambda v: -len(v.rel)):
-        if anchor == view.rel:
-            return view, ""
-        if anchor.startswith(view.rel + ":"):
-            return view, anchor[len(view.rel) + 1 :]
-    names = [v.rel for v in col.readable()][:5]
+        for name in dict.fromkeys((view.rel, view.shown)):  # as the pack shows it, or as it is
+            if anchor == name:
+                return view, ""
+            if anchor.startswith(name + ":"):
+                return view, anchor[len(name) + 1 :]
+    names = [v.shown for v in col.readable()][:5]
     beyond = f" among the {len(col.views):,} files searched ({col.listed_out:,} more are past the folder bound)"
     raise BadAnchor(
         f"no file {anchor!r}" + (beyond if col.listed_out else " in this folder"),
@@ -417,7 +425,7 @@ def _left_out(col: _Collection) -> str:
 
 def _inventory_line(view: MemberView) -> str:
     chars = f"{view.chars:,}" if not view.error else view.error
-    return f"{view.rel} · {view.kind} · {view.size:,} · {chars}"
+    return f"{view.shown} · {view.kind} · {view.size:,} · {escape_name(chars)}"
 
 
 def _bounded(lines: list[str], max_chars: int) -> str:

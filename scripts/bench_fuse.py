@@ -14,7 +14,7 @@ system is timed. Cold = right after ``sync; echo 3 > /proc/sys/vm/drop_caches``
 workload repeated right after. Reported: medians of per-round times and
 medians of per-round ratios, and a verdict against the issue's bars.
 
-    .venv/bin/python scripts/bench_fuse.py                 # 5 rounds, writes docs/BENCHMARKS.md
+    .venv/bin/python scripts/bench_fuse.py                 # 5 rounds, writes docs/journal/<today>-plain-io.md
     .venv/bin/python scripts/bench_fuse.py --quick         # smoke run, small data, no write
     .venv/bin/python scripts/bench_fuse.py --workloads small,grep --systems native,kernel,kernel-r2
 
@@ -64,7 +64,7 @@ SPARSEFS = REPO / ".venv" / "bin" / "sparsefs"
 MINIMAL = REPO / "scripts" / "minimal_passthrough.py"
 QA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qa"
 BENCH_ROOT = Path("/tmp/sparsefs-bench")
-DOC = REPO / "docs" / "BENCHMARKS.md"
+DOC = REPO / "docs" / "journal" / f"{datetime.date.today()}-plain-io.md"  # BENCHMARKS.md keeps the current few
 PLAIN_TITLE = "## Plain I/O (native vs kernel backend vs mfusepy backend)"
 PLAIN_PREFIX = "## Plain I/O"
 INTENT_TITLE = "## Intent-read latency"
@@ -81,6 +81,7 @@ SYSTEMS = {
     "kernel-r2": "kernel --readers 2",
     "mfusepy": "mfusepy",
     "kernel-nowatch": "kernel --no-watch",
+    "kernel-nopt": "kernel --no-passthrough",
     "minimal": "minimal mfusepy",
 }
 SPARSEFS_ARGS = {
@@ -88,6 +89,7 @@ SPARSEFS_ARGS = {
     "kernel-r2": ["--backend", "kernel", "--readers", "2"],
     "mfusepy": ["--backend", "mfusepy"],
     "kernel-nowatch": ["--backend", "kernel", "--no-watch"],
+    "kernel-nopt": ["--backend", "kernel", "--no-passthrough"],
 }
 WORKLOADS = ("seq", "pread", "small", "stat", "grep2k", "grep", "intent")
 
@@ -283,7 +285,8 @@ class FuseMount:
         """The mount serves with the backend asked for (and passthrough on for the kernel one)."""
         stats = json.loads((self.mnt / ".sparsefs" / "stats.json").read_bytes())
         want = SPARSEFS_ARGS[self.system][1]
-        if stats.get("backend") != want or (want == "kernel" and stats.get("passthrough") is not True):
+        passthrough = want == "kernel" and "--no-passthrough" not in SPARSEFS_ARGS[self.system]
+        if stats.get("backend") != want or (want == "kernel" and stats.get("passthrough") is not passthrough):
             raise BenchError(f"{self.system}: mount reports backend={stats.get('backend')!r} "
                              f"passthrough={stats.get('passthrough')!r}")
 
@@ -842,8 +845,9 @@ def main() -> int:
                         help="git revision whose sparsefs/readers/gate the mounts run (a snapshot, immune to edits "
                              "during the run; default HEAD), or 'worktree' for the live tree")
     parser.add_argument("--fresh-data", action="store_true", help="regenerate the data set")
-    parser.add_argument("--write", dest="write", action="store_true", default=None, help="write docs/BENCHMARKS.md")
-    parser.add_argument("--no-write", dest="write", action="store_false", help="do not write docs/BENCHMARKS.md")
+    parser.add_argument("--write", dest="write", action="store_true", default=None,
+                        help="write the dated journal file (docs/journal/)")
+    parser.add_argument("--no-write", dest="write", action="store_false", help="do not write the journal file")
     args = parser.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 5)
     args.warm_reps = args.warm_reps or (1 if args.quick else 3)
@@ -910,6 +914,8 @@ def main() -> int:
         "kernel-r2": "the same with `--readers 2` (two reader threads on cloned /dev/fuse fds)",
         "mfusepy": "`sparsefs mount SRC MNT --backend mfusepy` (libfuse3 through mfusepy, source watcher on)",
         "kernel-nowatch": "`--backend kernel --no-watch`",
+        "kernel-nopt": "`--backend kernel --no-passthrough` (plain reads served by the daemon into the kernel's "
+                       "page cache, kept while the source is watched: what an ordinary user and Linux < 6.9 get)",
         "minimal": "`scripts/minimal_passthrough.py` (mfusepy, kernel_cache, attr/entry_timeout=5, "
                    "negative_timeout=0, use_ino, multithreaded, no flush handler)",
     }

@@ -3,7 +3,7 @@
 
 For each revision (a snapshot of its committed packages, imported ahead of the editable install), `sparsefs
 mcp` runs behind a relay that copies every JSON-RPC message it writes to a file, and the MCP SDK's own client
-makes the calls of tests/test_mcp_wire.py over stdio on the demo workspace. Per answer: the message's characters
+makes the calls of tests/clients/test_mcp_wire.py over stdio on the demo workspace. Per answer: the message's characters
 on the wire, the characters of the text it carries, what the log counted (``exposed``), the pack's size as the
 Gate counts it (the compact text; the JSON pack's ``exposure.pack_chars`` before), and wire / pack.
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO))
 from bench_fuse import snapshot_dir  # noqa: E402
 
-from tests.test_mcp_wire import CALLS, RELAY  # noqa: E402
+from tests.clients.test_mcp_wire import CALLS, RELAY  # noqa: E402
 
 DEMO = REPO / "sparsefs" / "demo"
 

@@ -1,6 +1,6 @@
 """Daemon memory through the hostile corpus and the large shared data files, and how long an unmount takes.
 
-One mirror mount of a corpus made of tests/test_hostile.py's inputs (bombs, a 2 GB sparse file, an 8 MiB line,
+One mirror mount of a corpus made of tests/mount/test_hostile.py's inputs (bombs, a 2 GB sparse file, an 8 MiB line,
 ...) and every file of /work/shared/data (hard links, nothing copied). Each file is read with a few suffixes
 (intent, scout, full, an exact operation) by ``head -c 256K``; a thread samples the daemon's RSS (alone, and
 with its parse children) every 0.1 s. Then ``sparsefs umount`` is timed. Prints JSON: peak and final RSS,
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests import mountutil  # noqa: E402
-from tests.test_hostile import COMMITTED, GENERATED, HOSTILE  # noqa: E402
+from tests.mount.test_hostile import COMMITTED, GENERATED, HOSTILE  # noqa: E402
 
 DATA = ROOT.parent.parent / "shared" / "data" if (ROOT.parent.parent / "shared").is_dir() else Path("/work/shared/data")
 SUFFIXES = ("@intent=revenue growth 2023 risk", "@scout", "@full", "@count")

@@ -4,7 +4,7 @@
 Two sessions, each mounted fresh per revision (a snapshot of the revision's committed packages, imported ahead
 of the editable install, so the daemon runs exactly that code):
 
-* ``example``: docs/SEMANTICS.md's worked example (tests/test_mount_savings.py builds the same files);
+* ``example``: docs/SEMANTICS.md's worked example (tests/mount/test_mount_savings.py builds the same files);
 * ``mixed``: a run of mixed reads over real data (``/work/shared/data``: the 3M 10-K, a COVID CSV, an Apache
   log, a JSON fixture and a folder of papers): intents with refines and other objectives, exact operations,
   previews, focus, a folder intent, an error, and a log that grows between reads.
@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO))
 from bench_fuse import snapshot_dir  # noqa: E402
 
-from tests.test_mount_savings import EXAMPLE, grow_log, write_example  # noqa: E402
+from tests.mount.test_mount_savings import EXAMPLE, grow_log, write_example  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 if not DATA.exists():

@@ -215,7 +215,7 @@ def down_overhead(count: int = 20) -> dict[str, dict[str, float]]:
     """Load ``count`` fresh documents with no store, a refused one and a hung one; per-read times (ms)."""
     from sparsefs.app.compose import build_artifacts
     from sparsefs.source.rootfs import SourceRoot
-    from tests.test_shared_cache import corpus_text
+    from tests.unit.store.test_shared_cache import corpus_text
 
     out: dict[str, dict[str, float]] = {}
     with redis_server.blackhole() as hung:

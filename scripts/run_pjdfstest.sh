@@ -6,7 +6,8 @@
 #
 # PJDFSTEST_SOURCE_DIR is a checkout of pjdfstest (no network at run time: bring the source along); its
 # binary is built here from pjdfstest.c with a Linux config.h when it is missing (no autotools needed).
-# CONFIGS (default "native kernel kernel+ao mfusepy mfusepy+ao"; "+ao" mounts with --allow-other).
+# CONFIGS (default "native kernel kernel+ao mfusepy mfusepy+ao"; "+ao" mounts with --allow-other, "kernel-nopt"
+# is the kernel backend with --no-passthrough).
 # Needs root (pjdfstest switches uids) and `prove` (perl). Each configuration takes about 4-5 minutes.
 # A failure without --allow-other where another uid is refused is documented in docs/SEMANTICS.md
 # ("Other users"); with --allow-other nothing may fail that passes natively.
@@ -25,9 +26,10 @@ build() {
     gcc -O2 -o "$src/pjdfstest" "$src/pjdfstest.c" -I"$src"
 }
 
-run_one() {  # label: native, kernel, kernel+ao, mfusepy, mfusepy+ao
+run_one() {  # label: native, kernel, kernel+ao, kernel-nopt+ao, mfusepy, mfusepy+ao
     local label=$1 base=$out/$1 backend=${1%+ao} flags=() pid=""
     [[ $label == *+ao ]] && flags=(--allow-other)
+    [[ $backend == *-nopt ]] && backend=${backend%-nopt} && flags+=(--no-passthrough)
     rm -rf "$base"; mkdir -p "$base/src" "$base/mnt" "$base/state"
     local dir=$base/src
     if [ "$label" != native ]; then

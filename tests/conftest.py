@@ -15,7 +15,9 @@ from tests import mountutil
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DATA = SHARED / "data"
 DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
-BACKENDS = tuple(row.name for row in backends.BACKENDS)  # every row of the backend table
+# every row of the backend table, and the kernel backend without passthrough (what root gets on Linux < 6.9 and
+# an ordinary user everywhere; the ordinary user's own mounts: tests/mount/test_mount_user.py)
+BACKENDS = (*(row.name for row in backends.BACKENDS), *mountutil.VARIANTS)
 HANG_GUARD_S = 120.0  # no single mount test comes close; past this the daemon is hung
 _PACK_HEAD = re.compile(rb"^[^\n]*@[^\n]*( [0-9a-f]{8} \xc2\xb7 |: error: )")
 
@@ -42,9 +44,14 @@ def workspace(tmp_path: Path) -> Path:
     return src
 
 
+def kernel_family(backend: str) -> bool:
+    """The kernel-protocol backend, with or without passthrough."""
+    return mountutil.VARIANTS.get(backend, (backend,))[0] == "kernel"
+
+
 def skip_unless_available(name: str) -> str:
     """Skip the test when backend ``name`` cannot run here (its row's blocker says why)."""
-    blocker = backends.backend_named(name).blocker()
+    blocker = backends.backend_named(mountutil.VARIANTS.get(name, (name,))[0]).blocker()
     if blocker:
         pytest.skip(f"{name} backend unavailable here: {blocker}")
     return name
@@ -52,8 +59,33 @@ def skip_unless_available(name: str) -> str:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    """Every mount test runs on every FUSE backend."""
+    """Every mount test runs on every FUSE backend (kernel, mfusepy); the kernel-nopt variant where the path of
+    plain files is what is tested (``PACK_ONLY``)."""
     return skip_unless_available(str(request.param))
+
+
+# Test modules about packs, Readers and the control tree, which the daemon serves the same way with or without
+# passthrough (generated files are direct_io from the daemon in both): the kernel-nopt variant of their mount
+# tests repeats the kernel one. They run on kernel and mfusepy; every other mount test also on kernel-nopt.
+PACK_ONLY = frozenset({
+    "test_faults", "test_hostile", "test_mount_control_hidden", "test_mount_empty", "test_mount_full_disk",
+    "test_mount_hostile_names", "test_mount_live_log", "test_mount_memory", "test_mount_protocol",
+    "test_mount_raw_errors", "test_mount_readers", "test_mount_savings", "test_mount_shared_cache",
+    "test_mount_virtual_names", "test_reading", "test_retention", "test_soak", "test_cli",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the kernel-nopt variant of the ``PACK_ONLY`` modules' tests (deselected, not skipped)."""
+    kept, left = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        variant = params.get("backend") in mountutil.VARIANTS
+        (left if variant and item.module is not None and item.module.__name__.rpartition(".")[2] in PACK_ONLY
+         else kept).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,10 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparsefs.app.isolation import python_argv
 from sparsefs.fuse import mounts
 
 READY_TIMEOUT_S = 20.0
 FUSECTL = Path("/sys/fs/fuse/connections")
+# Test-only backend names: a backend row plus the switches that make it another configuration to test.
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {"kernel-nopt": ("kernel", ("--no-passthrough",))}
+
+
+def backend_args(backend: str) -> list[str]:
+    """``--backend NAME`` (and a variant's switches) for a backend or variant name."""
+    name, switches = VARIANTS.get(backend, (backend, ()))
+    return ["--backend", name, *switches]
 
 
 @dataclass
@@ -40,24 +48,37 @@ class Mount:
 
 
 def start(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None,
-          stderr_dir: Path | None = None) -> Mount:
+          stderr_dir: Path | None = None, plugins: Path | None = None, env: dict[str, str] | None = None) -> Mount:
     """Mount (mirror when ``mountpoint`` is given, else in place) with ``backend`` and wait until ready.
-    The daemon's output goes to ``stderr_dir`` (default: the state directory)."""
+
+    The daemon's output goes to ``stderr_dir`` (default: the state directory). The daemon starts isolated,
+    as the CLI starts it (``python -I``, cwd ``/``: sparsefs.app.isolation); ``plugins``: a directory whose
+    ``sitecustomize`` the daemon imports first (test Readers), the one deliberate way in, since ``-I``
+    ignores PYTHONPATH; ``env``: more environment for the daemon."""
     target = mountpoint or source
     stderr_path = (stderr_dir or state_dir) / "test-daemon.stderr"
     state_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(source)]
+    command = daemon_argv("mount", "-f", str(source), plugins=plugins)
     command += [str(mountpoint)] if mountpoint else []
     command += ["--state-dir", str(state_dir), *extra]
-    command += ["--backend", backend] if backend else []
+    command += backend_args(backend) if backend else []
     with open(stderr_path, "wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                   start_new_session=True)
+                                   start_new_session=True, cwd="/", env={**os.environ, **(env or {})})
     mount = Mount(source, target, state_dir, process, stderr_path)
     if not mounts.wait_ready(target, READY_TIMEOUT_S, alive=lambda: process.poll() is None, pid=process.pid):
         stop(mount)
         raise RuntimeError(f"mount not ready: {mount.stderr()}")
     return mount
+
+
+def daemon_argv(*args: str, plugins: Path | None = None) -> list[str]:
+    """``sparsefs ARGS`` run as the CLI runs its daemon (``-I``), with ``plugins``' sitecustomize first."""
+    command = python_argv(*args)
+    if plugins is not None:
+        boot = command.index("-c") + 1
+        command[boot] = f"import sys; sys.path.insert(0, {str(plugins)!r}); import sitecustomize; " + command[boot]
+    return command
 
 
 def stop(mount: Mount, deadline_s: float = 10.0) -> None:

@@ -1,6 +1,7 @@
-"""A toy Reader for ``.toy`` files: what adding a Reader takes, and all it takes (tests/test_toy_reader.py).
+"""A toy Reader for ``.toy`` files: what adding a Reader takes, and all it takes
+(tests/unit/readers/test_toy_reader.py).
 
-This one file plus one registration (``TOY`` in tests/test_toy_reader.py, given to
+This one file plus one registration (``TOY`` in tests/unit/readers/test_toy_reader.py, given to
 ``readers.registry.register`` at run time; in the tree it would be one line of ``_REGISTRATIONS``)
 make SparseFS serve ``.toy`` files end to end: the registry picks it, the store persists its parses
 (``Verses`` is declared in ``persists``), the selector files it under text, the guard and the

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from readers.escape import escape_line
+
 ELLIPSIS = "…"
 
 
@@ -47,7 +49,11 @@ class BoundedLines:
         return self.limit - self.size - 1
 
     def add(self, line: str) -> bool:
-        """Append ``line`` if it fits (clipped where the policy says); False when it was not added."""
+        """Append ``line`` if it fits (clipped where the policy says); False when it was not added.
+
+        The line is escaped first (``readers.escape.escape_line``): what a workspace put in it (a heading,
+        a key, a record) cannot break it into lines of its own, and the bound holds for what is shown."""
+        line = escape_line(line)
         room = self.room()
         if len(line) > room and (not self.lines or (self.cut_from is not None and room >= self.cut_from)):
             line = clip(line, room)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sparsefs.app import cli_tools
+from sparsefs.app import cli_tools, isolation
 from sparsefs.app.daemon import MountError, MountPlan, check_cache, configure_logging, plan_mount, run
 from sparsefs.fuse import backends, mounts
 from sparsefs.guard.policy import DEFAULT_THRESHOLD, kind_extensions, parse_kinds
@@ -27,14 +27,23 @@ def build_parser() -> argparse.ArgumentParser:
     mount = sub.add_parser("mount", help="mount SRC in place, or mirror it at MNT")
     mount.add_argument("source", metavar="SRC")
     mount.add_argument("mountpoint", metavar="MNT", nargs="?", help="mirror here (default: in place over SRC)")
-    mount.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
+    mount.add_argument("-f", "--foreground", action="store_true",
+                       help="stay in the foreground (says where it mounted once ready; Ctrl-C unmounts)")
+    mount.add_argument("--nonempty", action="store_true",
+                       help="mirror over a MNT that holds files (hidden while mounted; refused without this)")
     mount.add_argument("--state-dir", help="logs and state (default: ~/.cache/sparsefs/<hash>)")
     mount.add_argument("--allow-other", action="store_true", help="let other users in (turns on default_permissions)")
     mount.add_argument("--no-watch", action="store_true",
                        help="check the source on each open instead of watching it (inotify)")
     mount.add_argument("--backend", choices=backends.CHOICES, default="auto",
-                       help="kernel: /dev/fuse with kernel passthrough (root, Linux >= 6.9); mfusepy: libfuse3; "
-                            "auto (default): kernel where it can run, else mfusepy")
+                       help="kernel: /dev/fuse spoken directly (mount(2) as root, fusermount3 otherwise; "
+                            "Linux >= 5.4); mfusepy: libfuse3; auto (default): kernel where it can run, else mfusepy")
+    mount.add_argument("--no-passthrough", action="store_true",
+                       help="kernel backend: serve plain reads from the daemon through the page cache even where "
+                            "kernel passthrough works (root, Linux >= 6.9)")
+    mount.add_argument("--no-open", action="store_true",
+                       help="kernel backend: a read-only mount whose opens and closes never reach the daemon "
+                            "(no OPEN/RELEASE round trip; no passthrough, no guard cards; docs/SEMANTICS.md)")
     mount.add_argument("--readers", type=int, default=1, metavar="N",
                        help="kernel backend: threads reading requests (default 1; see docs/BENCHMARKS.md)")
     mount.add_argument("--spin-us", type=int, default=None, metavar="US",
@@ -65,11 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="mount a bundled sample workspace and show a plain and an evidence read")
     demo.add_argument("--keep", action="store_true", help="leave the demo mounted")
     sub.add_parser("skill", help="print the agent guide (.sparsefs/SKILL.md)").set_defaults(handler=cmd_skill)
-    cli_tools.register(sub)  # read, mcp, index, stats, report
+    cli_tools.register(sub)  # read, mcp, index, stats, report, clean
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    isolation.scrub_import_path()  # no later import may resolve in the working directory (often the workspace)
     args = build_parser().parse_args(argv)
     handlers = {"mount": cmd_mount, "umount": cmd_umount, "doctor": cmd_doctor, "demo": cmd_demo,
                 "episodes": cmd_episodes}
@@ -81,10 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend)
+    plan = plan_mount(args.source, args.mountpoint, args.state_dir, args.allow_other, args.backend, args.nonempty)
     plan = dataclasses.replace(plan, watch=not args.no_watch, readers=max(1, args.readers), spin_us=args.spin_us,
                                session_intent=args.session_intent, cache=check_cache(args.cache),
-                               memory_mb=args.memory_mb)
+                               memory_mb=args.memory_mb, passthrough=not args.no_passthrough, no_open=args.no_open)
+    refused = backends.refused_options(plan.backend, plan.no_open) or _guard_refused(args)
+    if refused:
+        raise MountError(refused)
     plan = _guard_plan(args, plan)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     if args.foreground:
@@ -95,8 +108,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     log_path = plan.state_dir / "daemon.log"
-    command = [sys.executable, "-m", "sparsefs", "mount", "-f", str(plan.source), str(plan.mountpoint),
-               "--state-dir", str(plan.state_dir), "--backend", plan.backend, "--readers", str(plan.readers)]
+    command = isolation.python_argv("mount", "-f", str(plan.source), str(plan.mountpoint),
+                                    "--state-dir", str(plan.state_dir), "--backend", plan.backend,
+                                    "--readers", str(plan.readers))
     command += ["--spin-us", str(plan.spin_us)] if plan.spin_us is not None else []
     command += ["--session-intent", plan.session_intent] if plan.session_intent is not None else []
     command += ["--memory-mb", str(plan.memory_mb)] if plan.memory_mb is not None else []
@@ -104,11 +118,12 @@ def _mount_background(args: argparse.Namespace, plan: MountPlan) -> int:
     command += [f"--guard-comm={','.join(plan.guard_comms)}"] if plan.guard_comms else []
     command += [f"--guard-kinds={','.join(plan.guard_kinds)}"] if plan.guard_kinds else []
     command += [flag for flag, on in (("--allow-other", args.allow_other), ("--no-watch", args.no_watch),
-                                      ("--verbose", args.verbose)) if on]
+                                      ("--no-passthrough", args.no_passthrough), ("--no-open", args.no_open),
+                                      ("--verbose", args.verbose), ("--nonempty", args.nonempty)) if on]
     env = {**os.environ, **({cli_tools.CACHE_ENV: plan.cache} if plan.cache else {})}  # not argv: ps shows it
     with open(log_path, "ab") as log:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                 start_new_session=True, env=env)
+                                 start_new_session=True, env=env, cwd="/")
     if not mounts.wait_ready(plan.mountpoint, READY_TIMEOUT_S, alive=lambda: child.poll() is None, pid=child.pid):
         print(f"sparsefs: mount did not become ready; daemon log {log_path}:", file=sys.stderr)
         print(_tail(log_path), file=sys.stderr)
@@ -133,6 +148,17 @@ def _guard_arguments(mount: argparse.ArgumentParser) -> None:
                        help=f"card only these kinds of files (default all: {_kinds_help()})")
     mount.add_argument("--guard-threshold", type=int, default=DEFAULT_THRESHOLD, metavar="CHARS",
                        help=f"card only files whose full view is longer (default {DEFAULT_THRESHOLD:,})")
+
+
+def _guard_refused(args: argparse.Namespace) -> str | None:
+    """The guard acts at open, which ``--no-open`` leaves to the kernel alone; and with no open the kernel
+    keeps a generated file's pages for every caller, while a pack is built for what its caller may read."""
+    if args.no_open and (args.guard_pid or args.guard_comm):
+        return "--no-open and --guard-pid/--guard-comm cannot be combined: the guard cards files at open"
+    if args.no_open and args.allow_other:
+        return ("--no-open and --allow-other cannot be combined: without opens the kernel shares a pack's pages "
+                "between users, and each user's packs must quote only what that user may read")
+    return None
 
 
 def _guard_plan(args: argparse.Namespace, plan: MountPlan) -> MountPlan:

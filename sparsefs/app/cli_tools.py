@@ -1,4 +1,4 @@
-"""The subcommands that reach the core without a mount: read, mcp, index, stats, report.
+"""The subcommands that reach the core without a mount: read, mcp, index, stats, report, clean.
 
 ``register`` adds them to the ``sparsefs`` parser; each sets ``handler`` so
 ``cli.main`` dispatches without knowing them. Heavy imports (the MCP SDK,
@@ -27,11 +27,15 @@ def add_cache_option(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add read, mcp, index, stats and report to the subcommands of ``sparsefs``."""
+    """Add read, mcp, index, stats, report, clean and fsmonitor to the subcommands of ``sparsefs``."""
+    from sparsefs.app import clean, fsmonitor_hook
+
+    fsmonitor_hook.register(sub)
     _register_read(sub)
     _register_mcp(sub)
     _register_index(sub)
     _register_stats(sub)
+    clean.register(sub)
 
 
 def _register_read(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,7 +95,11 @@ def _register_stats(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             parser.add_argument("-o", "--output", default="sparsefs-report", metavar="DIR",
                                 help="where to write index.html and chart.png (default: ./sparsefs-report)")
         else:
-            parser.add_argument("--json", action="store_true", help="the summary as JSON")
+            parser.add_argument("--json", action="store_true", help="the summary as JSON (every episode)")
+            shown = parser.add_mutually_exclusive_group()
+            shown.add_argument("--limit", type=int, default=20, metavar="N",
+                               help="list the newest N episodes (default 20; the rest are counted)")
+            shown.add_argument("--all", action="store_true", help="list every episode")
         parser.set_defaults(handler=cmd_stats if name == "stats" else cmd_report)
 
 
@@ -163,7 +171,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from sparsefs.app.report import print_stats
 
-    return print_stats(args.path, args.state_dir, args.json, sys.stdout)
+    return print_stats(args.path, args.state_dir, args.json, sys.stdout, None if args.all else max(0, args.limit))
 
 
 def cmd_report(args: argparse.Namespace) -> int:

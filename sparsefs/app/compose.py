@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import xxhash
 
-from sparsefs.artifacts import memory
+from sparsefs.artifacts import memory, preload
 from sparsefs.artifacts.bounded import Bounds
 from sparsefs.artifacts.cache import ArtifactCache
 from sparsefs.guard.policy import Guard, GuardConfig
@@ -33,6 +34,7 @@ from sparsefs.protocol.access import Protocol
 from sparsefs.protocol.intents import persisted_session
 from sparsefs.source.freshness import Freshness
 from sparsefs.source.rootfs import SourceRoot
+from sparsefs.store import retention
 from sparsefs.store.parsed import ParsedStore, StoreConfig, open_store
 from sparsefs.store.shared import SharedTier, open_shared
 from sparsefs.store.state import StateDB
@@ -47,8 +49,7 @@ log = logging.getLogger("sparsefs")
 
 def default_state_dir(source: Path) -> Path:
     """Where a source's state lives unless told: ``$XDG_CACHE_HOME/sparsefs/<hash of its path>``."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "sparsefs" / xxhash.xxh64_hexdigest(os.fsencode(source))
+    return retention.cache_root() / xxhash.xxh64_hexdigest(os.fsencode(source))
 
 
 def build_artifacts(
@@ -137,11 +138,28 @@ def mount(
     """A mount's Core with a late binding for ``backend``, watching ``watch`` (a path to the source tree;
     None: ``--no-watch``, source changes are checked on each open), over the shared ``cache`` if given.
     ``source``: the source's path, whose filesystem and the mounts under it decide what watching can see."""
+    warming = preload.start() if cache else None  # a fleet host: Readers and the model before the mount
+    threading.Thread(target=sweep_cache, name="sparsefs-retention", daemon=True).start()
     binding = LateBinding()  # the backend attaches once it speaks to the kernel
     core = build_core(root, state_dir, backend, session_intent, guard=guard, mountpoint=mountpoint, binding=binding,
                       cache=cache)
     freshness = watch_source(core, watch or "", enabled=watch is not None, source=source)
+    if warming is not None:
+        preload.wait(warming)
     return Mounted(core, binding, freshness)
+
+
+def sweep_cache() -> None:
+    """Remove the cache root's state directories idle past the retention age (sparsefs.store.retention); ours
+    is locked by this mount, so kept. Off the serving path: a big tree takes a while to remove."""
+    try:
+        outcome = retention.sweep(retention.cache_root(), retention.retain_days())
+    except OSError as err:
+        log.warning("retention sweep of %s failed (%s)", retention.cache_root(), err)
+        return
+    for path, size in outcome.removed:
+        log.warning("removed %s (%d bytes, unused for over %g days: $%s)", path, size, retention.retain_days(),
+                 retention.RETAIN_ENV)
 
 
 def _count_unsaved(stats: Stats, store: ParsedStore | None, state: StateDB | None) -> None:

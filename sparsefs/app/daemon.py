@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparsefs.app import compose
+from sparsefs.app import compose, isolation
 from sparsefs.app.compose import default_state_dir
 from sparsefs.app.mountinfo import MountInfo, acquire_for_mount, write_info
 from sparsefs.app.sdnotify import Readiness
@@ -40,6 +41,8 @@ class MountPlan:
     backend: str = "auto"
     readers: int = 1  # kernel backend: threads reading /dev/fuse
     spin_us: int | None = None  # kernel backend: poll /dev/fuse this long before sleeping (None: default)
+    passthrough: bool = True  # kernel backend: use kernel passthrough where it works (--no-passthrough: never)
+    no_open: bool = False  # kernel backend: read-only, opens never reach the daemon (--no-open)
     session_intent: str | None = None  # None: keep the one the last mount of this source left
     guard_pids: tuple[int, ...] = ()  # sparsefs.guard.policy: these processes and their descendants are guarded
     guard_comms: tuple[str, ...] = ()  # ... and processes of these names and theirs
@@ -54,13 +57,16 @@ class MountPlan:
 
 
 def plan_mount(source: str, mountpoint: str | None, state_dir: str | None, allow_other: bool,
-               backend: str = "auto") -> MountPlan:
-    """Validate the request; raise MountError with a fix when it cannot work."""
+               backend: str = "auto", nonempty: bool = False) -> MountPlan:
+    """Validate the request; raise MountError with a fix when it cannot work. ``nonempty``: a mirror may cover a
+    folder that holds files (they are hidden while mounted); without it such a mirror is refused."""
     src = _settled(source)
     mnt = _settled(mountpoint) if mountpoint else src
-    if not src.is_dir():
-        raise MountError(f"source {src} is not a directory")
+    _check_folder("source", src, "")
     _check_mountpoint(src, mnt)
+    if mnt != src and not nonempty:
+        _check_empty(mnt)
+    _check_no_code_served(src, mnt)
     state = Path(state_dir).resolve() if state_dir else default_state_dir(src)
     if state.is_relative_to(src) and mnt == src:
         raise MountError(f"the state directory {state} must not be inside the in-place mount")
@@ -86,6 +92,16 @@ def check_cache(url: str | None) -> str | None:
     return url
 
 
+def _check_no_code_served(src: Path, mnt: Path) -> None:
+    """Refuse to serve a tree Python imports from: the agent could rewrite the daemon's own code (run as root
+    at its next start), and in place the daemon would import through its own mount (sparsefs.app.isolation)."""
+    inside = isolation.served_code({src, mnt})
+    if inside is not None:
+        raise MountError(f"{inside} (where this Python imports code from) is inside the served tree: an agent "
+                         "could change what the daemon runs; install sparsefs outside it (pipx, /opt) or serve "
+                         "a folder that does not hold it")
+
+
 def _check_state_dir(state: Path) -> None:
     """Refuse early (before a background daemon starts) when a live mount holds the state dir."""
     probe = StateLock(state)
@@ -109,8 +125,29 @@ def _check_mountpoint(src: Path, mnt: Path) -> None:
         owner = f" served by daemon pid {pid}" if pid else ""
         raise MountError(f"{mnt} is already a live SparseFS mount{owner}; it is left as it is. To mount it "
                          f"again, first run: sparsefs umount {mnt}")
-    if not mnt.is_dir():
-        raise MountError(f"mountpoint {mnt} is not a directory (mkdir -p {mnt})")
+    _check_folder("mountpoint", mnt, f"; create it first: mkdir -p {shlex.quote(str(mnt))}")
+
+
+def _check_folder(role: str, path: Path, create: str) -> None:
+    """A missing folder and a file where a folder should be are told apart, each with what to do."""
+    if not path.exists():
+        raise MountError(f"{role} {path} does not exist{create}")
+    if not path.is_dir():
+        raise MountError(f"{role} {path} is not a directory (it is a file); give a folder")
+
+
+def _check_empty(mnt: Path) -> None:
+    """A mirror over a folder with files would hide them while mounted: refused unless asked for."""
+    try:
+        with os.scandir(mnt) as entries:
+            names = [entry.name for _, entry in zip(range(3), entries, strict=False)]
+    except OSError as err:
+        raise MountError(f"mountpoint {mnt} cannot be listed ({err.strerror or err}); choose a folder you can "
+                         "read") from None
+    if names:
+        shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+        raise MountError(f"mountpoint {mnt} is not empty ({shown}): the mirror would hide its files while "
+                         "mounted. Use an empty folder, or add --nonempty to cover them anyway")
 
 
 def _settled(given: str) -> Path:
@@ -165,7 +202,9 @@ def _recover_stale(mnt: Path) -> None:
 
 def run(plan: MountPlan) -> int:
     """Serve until unmounted or signalled; returns an exit code."""
-    serve = backends.server(plan.backend, plan.readers, plan.spin_us)
+    os.chdir("/")  # nothing relative ever resolves in the workspace; forked parse children start here too
+    _check_no_code_served(plan.source, plan.mountpoint)
+    serve = backends.server(plan.backend, plan.readers, plan.spin_us, plan.passthrough, plan.no_open)
     memory.tune_allocator()  # before the serving threads exist: each could otherwise get an arena of its own
     cap = memory.set_process_cap(plan.memory_mb)
     log.info("memory cap %d MiB (%s)", cap.cap_mb, memory.source())
@@ -184,7 +223,7 @@ def run(plan: MountPlan) -> int:
                             source=str(plan.source))
     log.info("serving %s at %s (%s, %s backend)", plan.source, plan.mountpoint,
              "in place" if plan.in_place else "mirror", plan.backend)
-    readiness = Readiness(mounted.binding, plan.backend)  # Type=notify: READY=1 once the mount answers
+    readiness = Readiness(mounted.binding, plan.backend, announce=announcement(plan))  # and READY=1 (Type=notify)
     try:
         serve(mounted.core, mounted.binding, str(plan.mountpoint), plan.allow_other)
     finally:
@@ -193,6 +232,14 @@ def run(plan: MountPlan) -> int:
         root.close()
         lock.release()
     return 0
+
+
+def announcement(plan: MountPlan) -> str:
+    """What a foreground mount prints once it answers: what is mounted where, and how to stop it."""
+    mode = "in place" if plan.in_place else f"mirroring {plan.source}"
+    target = shlex.quote(str(plan.mountpoint))
+    return (f"mounted {plan.mountpoint} ({mode}, {plan.backend} backend), daemon pid {os.getpid()}; serving in "
+            f"the foreground. Stop it with Ctrl-C here, or from another shell: sparsefs umount {target}")
 
 
 def _guard_config(plan: MountPlan) -> GuardConfig | None:

@@ -16,14 +16,15 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
-import shutil
+import pwd
 import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparsefs.fuse.mounts import FSTYPE, mount_entries
+from sparsefs.fuse import features
+from sparsefs.fuse.mounts import FSTYPE, mount_entries, mount_owner
 from sparsefs.source.freshness import inotify_limit, suggested_watch_limit
 
 STATS_TIMEOUT_S = 2.0
@@ -57,7 +58,7 @@ def check_libfuse() -> Check:
 
 
 def check_fusermount() -> Check:
-    tool = shutil.which("fusermount3")
+    tool = features.system_tool("fusermount3")
     if not tool:
         return Check("fusermount3", False, "not on PATH", "apt-get install fuse3")
     if os.geteuid() != 0 and not os.stat(tool).st_mode & stat.S_ISUID:
@@ -92,8 +93,20 @@ def check_backend() -> Check:
 
     backend, reason = choose("auto")
     detail = f"kernel {os.uname().release}; --backend auto uses {backend} ({reason})"
-    fix = "" if backend == "kernel" else "run as root on Linux >= 6.9 for kernel passthrough (native-speed plain I/O)"
+    fix = "" if backend == "kernel" else "the kernel backend needs /dev/fuse read-write and root or fusermount3"
     return Check("backend", True, detail, fix, required=False)
+
+
+def check_kernel_features() -> Check:
+    """What the kernel backend gets here, feature by feature, and what each needs (sparsefs.fuse.features)."""
+    lines = features.feature_lines()
+    missing = [line.split(":")[0] for line in lines if ": no " in line]
+    blocker = features.passthrough_blocker()
+    fix = "passthrough: " + blocker if blocker else ""
+    detail = (f"lowest supported kernel {'.'.join(map(str, features.LOWEST_KERNEL))}; "
+              + ("all features available" if not missing else f"not here: {', '.join(missing)}")
+              + "\n       " + "\n       ".join(lines))
+    return Check("kernel features", not missing, detail, fix, required=False)
 
 
 def check_inotify() -> Check:
@@ -133,7 +146,8 @@ def _process_watches(pid: str) -> int:
 def read_stats(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S) -> dict[str, Any] | str:
     """The mount's stats.json, or why it could not be read (never blocks past ``timeout_s``)."""
     path = os.path.join(mountpoint, ".sparsefs", "stats.json")
-    child = subprocess.Popen(["cat", "--", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    cat = features.system_tool("cat") or "/bin/cat"
+    child = subprocess.Popen([cat, "--", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
     try:
         out, err = child.communicate(timeout=timeout_s)
@@ -157,6 +171,10 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
         return [Check("mounts", True, "no SparseFS mounted", required=False)]
     checks = []
     for mnt in mounted:
+        owner = mount_owner(mnt)
+        if os.geteuid() != 0 and owner is not None and owner != os.getuid():
+            checks.append(others_mount(mnt, owner))
+            continue
         stats: dict[str, Any] = {}
         checks.append(check_mount(mnt, timeout_s, into=stats))
         if isinstance(stats.get("memory"), dict):
@@ -168,6 +186,16 @@ def check_mounts(timeout_s: float = STATS_TIMEOUT_S) -> list[Check]:
         if isinstance(stats.get("not_saved"), dict):
             checks.append(not_saved_check(f"mount {mnt}", stats["not_saved"]))
     return checks
+
+
+def others_mount(mountpoint: str, owner: int) -> Check:
+    """Another user's mount: named, never read or acted on (only its owner or root can unmount or remount it)."""
+    try:
+        name = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        name = f"uid {owner}"
+    return Check(f"mount {mountpoint}", True, f"mounted by {name} (uid {owner}), not you: not checked; its owner "
+                 "or root can run sparsefs doctor for it", required=False)
 
 
 def not_saved_check(name: str, missing: dict[str, Any]) -> Check:
@@ -202,7 +230,13 @@ def check_mount(mountpoint: str, timeout_s: float = STATS_TIMEOUT_S, into: dict[
     if not isinstance(watcher, dict):
         return Check(name, False, "its daemon does not report how it watches the source",
                      "remount it with this version of sparsefs", required=False)
-    return _watcher_check(name, watcher)
+    check = _watcher_check(name, watcher)
+    granted = stats.get("kernel_features")
+    if isinstance(granted, dict):  # the kernel backend: what this mount got from its kernel
+        shown = ", ".join(f"{key} {'yes' if value is True else 'no' if value is False else value}"
+                          for key, value in granted.items())
+        check = Check(check.name, check.ok, f"{check.detail}; {shown}", check.fix, check.required)
+    return check
 
 
 def _watcher_check(name: str, watcher: dict[str, Any]) -> Check:
@@ -268,7 +302,7 @@ def check_dense() -> Check:
 
 
 CHECKS = (check_dev_fuse, check_libfuse, check_fusermount, check_permissions, check_allow_other,
-          check_binding, check_backend, check_inotify, check_watchers_on_mounts, check_dense)
+          check_binding, check_backend, check_kernel_features, check_inotify, check_watchers_on_mounts, check_dense)
 
 
 def run_checks(out: TextIO, cache: str | None = None) -> int:

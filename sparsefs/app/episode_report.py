@@ -70,10 +70,18 @@ def _public(episode: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in episode.items() if k != "artifact_rel"}
 
 
+def exposed(e: dict[str, Any]) -> int:
+    """E: what the agent read in the episode, sparse packs and the full-view pack (``@full``, a fallback) alike
+    (gate.budget.total_exposure; a record older than ``full_view_pack_chars`` delivered L)."""
+    if not e.get("full_view_delivered"):
+        return int(e["exposed_sparse"])
+    return int(e["exposed_sparse"]) + int(e.get("full_view_pack_chars", e["full_view_chars"]))
+
+
 def _row(e: dict[str, Any]) -> str:
     state = "closed" if e["closed"] else "open"
     objective = str(e["objective"])
     if len(objective) > _OBJECTIVE_CHARS:
         objective = objective[: _OBJECTIVE_CHARS - 1] + "…"
-    return (f"{e['id']:>6} {state:<7} {e['reads']:>5} {e['exposed_sparse']:>8,} {e['full_view_chars']:>10,}"
+    return (f"{e['id']:>6} {state:<7} {e['reads']:>5} {exposed(e):>8,} {e['full_view_chars']:>10,}"
             f"  {e['artifact']} · {objective}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -195,6 +196,27 @@ def _read_beneath(mountpoint: Path, rel: str, span: Span) -> bytes:
         os.close(fd)
 
 
+def _check_raw_base(plan: Plan, rel: str) -> None:
+    """Bytes asked for must be a regular file's: what has none (a directory, a FIFO, a socket) reads as an
+    error pack in a mount, which a caller of ``raw()`` would take for the file's bytes; say so instead (and a
+    link out of the root fails with EXDEV, as before)."""
+    if plan.local is not None:
+        fd = plan.local.root.open_file(rel, os.O_PATH)
+    else:
+        assert plan.mountpoint is not None
+        beneath = SourceRoot.open(str(plan.mountpoint))
+        try:
+            fd = beneath.open_file(f"{plan.prefix}/{rel}".strip("/") if plan.prefix else rel, os.O_PATH)
+        finally:
+            beneath.close()
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+    if not regular:
+        raise ReadFailed(f"{rel}: @raw needs a regular file; this has no bytes to read")
+
+
 def mount_above(path: Path) -> tuple[Path, str] | None:
     """The live SparseFS mount that serves ``path`` (the innermost mount covering it) and the rest of the path."""
     covering = [e for e in mount_entries() if path == Path(e.mountpoint) or path.is_relative_to(e.mountpoint)]
@@ -274,6 +296,8 @@ def _open_local(root: Path, state_dir: Path, lock: StateLock, warm: WarmCache | 
 
 def serve(plan: Plan, rel: str, target: str, timeout: float, span: Span = None) -> ReadResult:
     """Run one read on a planned route (``span``: only bytes [start, end) of it)."""
+    if rel.endswith("@raw"):
+        _check_raw_base(plan, rel.removesuffix("@raw"))
     if plan.local is not None:
         return ReadResult(target, plan.local.read(rel, span), "in-process")
     assert plan.mountpoint is not None

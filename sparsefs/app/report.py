@@ -34,6 +34,7 @@ import os
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -47,6 +48,7 @@ from sparsefs.store.savings import VERSION_KEY, Logged, ReadUnits, count
 from sparsefs.vfs.control import CONTROL_DIR, LOG_NAME
 
 _EPISODE_ROWS = 20
+_ALT = "characters read through SparseFS vs what full reads would have cost, per kind (log scale)"
 GUARD_DECISIONS = frozenset({"guard-card", "insisted"})  # sparsefs.guard.policy's log lines (action "plain-read")
 
 
@@ -261,10 +263,24 @@ def _ratio(value: float | None) -> str:
     return f"{value:.1%}" if value is not None else "-"
 
 
-def render_text(report: Report) -> str:
-    """The terminal summary."""
+def headline(totals: Totals) -> str:
+    """The saving in one sentence, from counted characters: ``sparsefs stats``, the report page and the demo
+    all say it with this function (docs/SEMANTICS.md, "Savings", defines what full reads cost)."""
+    saved = totals.full_view - totals.exposed
+    if not totals.full_view:
+        return f"The agent read {totals.exposed:,} characters through SparseFS; no full read was needed to compare."
+    if saved < 0:
+        return (f"The agent read {totals.exposed:,} characters through SparseFS, {-saved:,} more than the "
+                f"{totals.full_view:,} full reads of the same files would have cost.")
+    return (f"Saved {saved:,} characters ({saved / totals.full_view:.1%}): the agent read {totals.exposed:,} "
+            f"through SparseFS where full reads of the same files would have cost {totals.full_view:,}.")
+
+
+def render_text(report: Report, limit: int | None = _EPISODE_ROWS) -> str:
+    """The terminal summary; the newest ``limit`` episodes (None: all), saying how many are left out."""
     totals, decisions = report.totals(), report.decisions()
     lines = [
+        headline(totals),
         f"log: {report.source}" + (f" ({report.bad_lines} malformed lines skipped)" if report.bad_lines else ""),
         f"packs served: {totals.packs:,}  ({', '.join(f'{k} {v}' for k, v in _pack_decisions(decisions))})",
         f"characters exposed: {totals.exposed:,} of {totals.full_view:,} that full reads would have cost "
@@ -280,14 +296,18 @@ def render_text(report: Report) -> str:
         f"{kind:<10} {t.packs:>6,} {t.exposed:>12,} {t.full_view:>12,} {_ratio(t.ratio):>7}"
         for kind, t in report.by_kind().items()
     ]
-    episodes = report.episodes()[-_EPISODE_ROWS:]
-    if episodes:
+    episodes = report.episodes()
+    shown = episodes if limit is None else episodes[len(episodes) - min(len(episodes), limit):]
+    if shown:
         lines += ["", f"{'episode':<8} {'packs':>5} {'exposed':>10} {'full reads':>10}  artifact · decisions"]
         lines += [
             f"{u.key:<8} {u.packs:>5} {u.exposed:>10,} {u.full_view:>10,}  {u.artifact} · "
             + ", ".join(f"{k} {v}" for k, v in sorted(u.decisions.items()))
-            for u in episodes
+            for u in shown
         ]
+    if len(shown) < len(episodes):
+        lines.append(f"(the newest {len(shown):,} of {len(episodes):,} episodes; {len(episodes) - len(shown):,} "
+                     "older ones not shown: sparsefs stats --all, or --limit N)")
     return "\n".join(_notes(report) + lines) + "\n"
 
 
@@ -319,20 +339,22 @@ def _mount_not_saved(mountpoint: Path) -> str:
     return str(missing.get("summary", "")) if isinstance(missing, dict) else ""
 
 
-def print_stats(path: str, state_dir: str | None, as_json: bool, out: TextIO) -> int:
-    """The ``sparsefs stats`` command."""
+def print_stats(path: str, state_dir: str | None, as_json: bool, out: TextIO,
+                limit: int | None = _EPISODE_ROWS) -> int:
+    """The ``sparsefs stats`` command (the newest ``limit`` episodes; None: all)."""
     report = load_for(path, state_dir)
     if as_json:
         out.write(orjson.dumps(report.as_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not report.units:
         out.write(f"no packs logged yet in {report.source}\n")
     else:
-        out.write(render_text(report))
+        out.write(render_text(report, limit))
     return 0
 
 
 def draw_chart(report: Report, target: Path) -> None:
-    """Exposed vs full-read characters per kind, as a horizontal bar chart with the values written on."""
+    """Exposed vs full-read characters per kind, horizontal bars on a log scale (a 50-character pack beside a
+    5-million-character full read stays visible), each exposed bar labelled with its share of the full reads."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -340,24 +362,38 @@ def draw_chart(report: Report, target: Path) -> None:
 
     kinds = report.by_kind()
     names = list(kinds)[::-1]
-    figure, axes = plt.subplots(figsize=(8, 1.4 + 0.55 * max(1, len(names))))
+    figure, axes = plt.subplots(figsize=(8, 1.6 + 0.55 * max(1, len(names))))
     rows = range(len(names))
-    full = axes.barh([r + 0.2 for r in rows], [kinds[n].full_view for n in names], 0.4, label="full reads")
-    shown = axes.barh([r - 0.2 for r in rows], [kinds[n].exposed for n in names], 0.4, label="exposed by SparseFS")
-    for bars in (full, shown):
-        axes.bar_label(bars, labels=[f"{int(b.get_width()):,}" for b in bars], padding=3, fontsize=8)
+    full = axes.barh([r + 0.2 for r in rows], [max(1, kinds[n].full_view) for n in names], 0.4, log=True,
+                     label="full reads would have cost")
+    shown = axes.barh([r - 0.2 for r in rows], [max(1, kinds[n].exposed) for n in names], 0.4, log=True,
+                      label="read through SparseFS")
+    axes.bar_label(full, labels=[f"{kinds[n].full_view:,}" for n in names], padding=3, fontsize=8)
+    axes.bar_label(shown, labels=[f"{kinds[n].exposed:,} ({_share(kinds[n])})" for n in names], padding=3,
+                   fontsize=8)
     axes.set_yticks(list(rows), names)
-    axes.set_xlabel("characters")
-    axes.margins(x=0.15)
-    axes.legend(loc="best")
+    axes.set_xlabel("characters (log scale)")
+    axes.set_xlim(left=1, right=max(10, *(t.full_view for t in kinds.values()), *(t.exposed for t in kinds.values()))
+                  * 8)
+    axes.legend(loc="lower right", fontsize=8)
     figure.tight_layout()
     figure.savefig(target, dpi=110)
     plt.close(figure)
 
 
-def render_html(report: Report, chart: str) -> str:
-    """A self-contained page: totals, the chart, per-kind and per-episode tables."""
+def _share(totals: Totals) -> str:
+    """Exposed as a share of full reads with two significant digits (0.00062%, not a rounded 0.0%)."""
+    if not totals.full_view:
+        return "-"
+    percent = 100 * totals.exposed / totals.full_view
+    return f"{percent:,.1f}%" if percent >= 1 else f"{percent:.2g}%"
+
+
+def render_html(report: Report, chart: str, when: datetime | None = None) -> str:
+    """A self-contained page: a dated title, the headline saving (:func:`headline`, as ``sparsefs stats`` says
+    it), totals, the chart, per-kind and per-episode tables."""
     totals = report.totals()
+    date = (when or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M %Z").strip()
     kind_rows = "".join(
         _row(kind, t.packs, t.exposed, t.full_view, _ratio(t.ratio)) for kind, t in report.by_kind().items()
     )
@@ -374,16 +410,17 @@ def render_html(report: Report, chart: str) -> str:
     )
     decisions = ", ".join(f"{k} {v}" for k, v in _pack_decisions(report.decisions()))
     return (
-        "<!doctype html><meta charset=utf-8><title>SparseFS report</title>"
+        f"<!doctype html><meta charset=utf-8><title>SparseFS report, {html.escape(date)}</title>"
         "<style>body{font:14px sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
-        "td:first-child,th:first-child{text-align:left}</style>"
-        f"<h1>SparseFS report</h1><p>log: {html.escape(report.source)}</p>"
+        "td:first-child,th:first-child{text-align:left}.headline{font-size:20px;font-weight:bold}</style>"
+        f"<h1>SparseFS report</h1><p>{html.escape(date)} · log: {html.escape(report.source)}</p>"
+        f"<p class=headline>{html.escape(headline(totals))}</p>"
         + "".join(f"<p><b>{html.escape(note)}</b></p>" for note in _notes(report)) +
         f"<p>packs served: {totals.packs:,} ({html.escape(decisions)})<br>characters exposed: {totals.exposed:,} of "
         f"{totals.full_view:,} that full reads would have cost ({_ratio(totals.ratio)}; {report.full_reads:,} full "
         "reads, each file version at most once per read window); fallbacks: "
         f"{report.decisions()['fallback']}; guard cards served: {totals.cards:,}, insisted plain reads: "
-        f"{totals.insisted:,}</p><img src='{html.escape(chart)}' alt='exposed vs full reads'>"
+        f"{totals.insisted:,}</p><img src='{html.escape(chart)}' alt='{_ALT}'>"
         "<h2>Per kind (the Reader)</h2><table><tr><th>kind<th>packs<th>exposed<th>full reads<th>ratio"
         f"{kind_rows}</table><h2>Per episode</h2><table><tr><th>episode<th>artifact<th>packs<th>exposed<th>full reads"
         f"<th>decisions{episode_rows}</table>\n"

@@ -4,7 +4,8 @@ When ``$NOTIFY_SOCKET`` is set (systemd started us), ``READY=1`` is sent once
 the FUSE backend marks the mount's binding ready (``sparsefs.vfs.binding``) — the
 mount answers requests — so units
 ordered ``After=`` the mount start only then; ``STOPPING=1`` when it unmounts.
-Without the variable every call is a no-op. The protocol is one datagram of
+Without the variable every notify is a no-op. A foreground mount also prints,
+once ready, what is mounted where and how to stop it (``announce``). The protocol is one datagram of
 ``KEY=VALUE`` lines to an AF_UNIX socket (a leading '@' names an abstract one).
 """
 
@@ -36,12 +37,13 @@ def notify(state: str) -> bool:
 class Readiness:
     """Tells systemd READY=1 once the backend marks ``binding`` ready, and STOPPING=1 at :meth:`stopping`."""
 
-    def __init__(self, binding: LateBinding, backend: str) -> None:
+    def __init__(self, binding: LateBinding, backend: str, announce: str = "") -> None:
         self.binding = binding
         self.backend = backend
+        self.announce = announce  # printed on stdout once ready (a foreground mount says where and how to stop)
         self._done = threading.Event()
         self.thread: threading.Thread | None = None
-        if os.environ.get("NOTIFY_SOCKET"):
+        if os.environ.get("NOTIFY_SOCKET") or announce:
             self.thread = threading.Thread(target=self._wait, name="sparsefs-sdnotify", daemon=True)
             self.thread.start()
 
@@ -49,6 +51,8 @@ class Readiness:
         while not self.binding.wait_ready(_POLL_S):
             if self._done.is_set():
                 return
+        if self.announce:
+            print(self.announce, flush=True)
         notify(f"READY=1\nSTATUS=serving ({self.backend} backend)\nMAINPID={os.getpid()}")
 
     def stopping(self) -> None:

@@ -196,6 +196,7 @@ def _child(fn: Callable[[], Any], bounds: Bounds, out: int, parent: int) -> None
     status = 0
     try:
         _die_with(parent)
+        os.chdir("/")  # a lazy import in the parse never looks in the workspace (sparsefs.app.isolation)
         os.setpgid(0, 0)
         _default_signals()
         _quiet_stdio()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -12,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from sparsefs.fuse import features
 
 FSTYPE = "fuse.sparsefs"
 LIVE, DEAD, SILENT = "live", "dead", "silent"
@@ -41,6 +42,19 @@ def mount_entries() -> list[MountEntry]:
         minor = int(fields[2].split(":")[1])
         entries.append(MountEntry(_unescape(fields[4]), right.split()[0], minor))
     return entries
+
+
+def mount_owner(mountpoint: str | Path) -> int | None:
+    """The uid that mounted ``mountpoint`` (the ``user_id=`` every FUSE mount carries in its super options), or
+    None when it is not a FUSE mount here: who may act on it (unmount, remount) besides root."""
+    target = os.path.abspath(mountpoint)
+    owner = None
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if _unescape(left.split()[4]) == target:
+            options = right.split()[-1].split(",")
+            owner = next((int(o[8:]) for o in options if o.startswith("user_id=") and o[8:].isdigit()), None)
+    return owner
 
 
 def find_mount(mountpoint: str | Path) -> MountEntry | None:
@@ -122,8 +136,9 @@ def daemon_pid(mountpoint: str | Path) -> int | None:
 
 def unmount(mountpoint: str | Path, lazy: bool = False, timeout: float = 10.0) -> None:
     """fusermount3 -u (falls back to umount); raises RuntimeError with the tool's message."""
-    tool = shutil.which("fusermount3") or shutil.which("fusermount")
-    command = [tool, "-u"] + (["-z"] if lazy else []) if tool else ["umount"] + (["-l"] if lazy else [])
+    tool = features.system_tool("fusermount3") or features.system_tool("fusermount")
+    umount = features.system_tool("umount") or "/bin/umount"
+    command = [tool, "-u"] + (["-z"] if lazy else []) if tool else [umount] + (["-l"] if lazy else [])
     result = subprocess.run([*command, os.path.abspath(mountpoint)], capture_output=True, text=True,
                             timeout=timeout, check=False)
     if result.returncode != 0:

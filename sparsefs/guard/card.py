@@ -10,6 +10,9 @@ file again all give everything. Its first line starts with ``MARK`` so a human
 
 from __future__ import annotations
 
+from readers.escape import escape_name
+from sparsefs.protocol.pack_text import lines_of_content
+
 MARK = "[sparsefs guard]"
 END = "--- end of the sparsefs guard notice ---"
 PREVIEW_CHARS = 1_200
@@ -17,6 +20,8 @@ PREVIEW_CHARS = 1_200
 
 def render_card(path: str, what: str, preview: str, skill: str) -> str:
     """The card text for ``path`` (absolute, in the mount); ``what`` says how large it is (``describe``)."""
+
+    path = escape_name(path)  # a name cannot add lines to the card (issue 24)
 
     def cat(suffix: str) -> str:
         return "cat " + _quote(path + suffix)
@@ -35,7 +40,7 @@ def render_card(path: str, what: str, preview: str, skill: str) -> str:
         f"How to read here: cat {_quote(skill)}",
         "",
         "--- object preview ---",
-        _cut(preview.rstrip("\n"), PREVIEW_CHARS),
+        lines_of_content(_cut(preview.rstrip("\n"), PREVIEW_CHARS)),  # no preview line can pass for END
         END,
     ]
     return "\n".join(lines) + "\n"

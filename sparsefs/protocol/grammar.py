@@ -104,9 +104,12 @@ __all__ = [
     "close_actions",
     "near_option",
     "parse_suffix",
+    "reads_as_virtual",
     "requested_format",
+    "reserved_name",
     "split_name",
     "split_slots",
+    "suffix_is_request",
 ]
 
 CORE_ACTIONS: frozenset[str] = PROTOCOL_ACTIONS  # readers.actions: the one table of actions
@@ -434,6 +437,45 @@ def split_name(
                 raise
         at = name.rfind("@", 0, at)
     return None
+
+
+def suffix_is_request(suffix: str, extra_actions: Iterable[str] = ()) -> bool:
+    """Does ``suffix`` (after an '@') read as a request, a pack or an error pack? Everything that parses, a
+    refused ``word=...``/``word&...``, and a typo of an action or operation (``scuot``, ``summ``); not a word
+    close to none (``old``, ``v2``, ``backup``): ``notes.txt@old`` stays free for a real file."""
+    try:
+        parse_suffix(suffix, frozenset(extra_actions))
+    except GrammarError as err:
+        word = err.unknown_action
+        if word is None or not word or suffix.startswith((f"{word}=", f"{word}&")):
+            return True
+        return bool(close_actions(word, extra_actions))
+    return True
+
+
+def reserved_name(name: str, extra_actions: Iterable[str] = ()) -> bool:
+    """Would ``name`` read as a virtual file if the part before one of its '@' existed? Such a name is never
+    created in the source (create, mkdir, mknod, symlink, link, rename onto it: EROFS), so no real file
+    can come to shadow a pack, whether its base exists yet or not."""
+    at = name.rfind("@")
+    while at > 0:
+        if suffix_is_request(name[at + 1 :], extra_actions):
+            return True
+        at = name.rfind("@", 0, at)
+    return False
+
+
+def reads_as_virtual(name: str, exists: Callable[[str], bool], extra_actions: Iterable[str] = ()) -> bool:
+    """Does ``name`` read as a virtual file now (``stat`` shows a pack or an error pack)? The base is chosen
+    as :func:`split_name` chooses it: the first existing prefix from the right."""
+    if exists(name):
+        return False
+    at = name.rfind("@")
+    while at > 0:
+        if exists(name[:at]):
+            return suffix_is_request(name[at + 1 :], extra_actions)
+        at = name.rfind("@", 0, at)
+    return False
 
 
 def requested_format(suffix: str) -> str:

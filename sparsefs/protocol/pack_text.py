@@ -14,14 +14,34 @@ only for several slots; a next step is a suffix to append to the path just
 read, so it works from any directory. A full-view pack is one header line and
 the full view; a tiny file whose header would cost more than its text is the
 text alone.
+
+Nothing from the workspace can start a line of the pack or pass for its syntax (issue 24): every name,
+label, anchor, slot, flag and message is a single line (``readers.escape.escape_name``), and every line of
+content (a passage past its first line, a preview) begins with :data:`CONTENT_PREFIX`, which no line of the
+pack's own ever does. So the pack's own lines are exactly those that do not start with a space: the header,
+``[anchor]`` lines, ``N. slot:`` coverage lines, ``intent (from the session):``, ``next:`` and ``try:``. A
+full-view pack is the exception by design: its header says how many characters follow, and the file follows
+unchanged, with nothing of the pack's after it. A next step that carries the agent's words or a workspace
+name is printed shell-quoted whole, so pasting it after the path runs nothing.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Sequence
 
 from readers.base import SlotCoverage
+from readers.escape import escape_name, escape_text
 from sparsefs.protocol.pack import CoverageOut, EvidenceOut, EvidencePack, ScopeOut
+from sparsefs.protocol.steps import ASK_STEP
+
+CONTENT_PREFIX = " "
+"""What every line of content begins with, and no line of the pack's own: one space (for a model, usually
+no extra token: the space joins the word after it)."""
+_CONTENT_BREAK = re.compile(r"\n(?=[^\n])")
+_SHELL_SAFE = re.compile(r"[\w@%+=:,./-]*", re.ASCII)
+_TEMPLATE = re.compile("(?:" + re.escape("@refine=<words>") + "|" + re.escape(ASK_STEP) + r")(?:&budget=\d+)?")
 
 SLOT_CHARS = 60
 """A slot's text as a coverage line quotes it: enough to recognise it."""
@@ -40,8 +60,8 @@ _FULL_REASONS = {
 def compact(pack: EvidencePack) -> str:
     """The default text: header line, passages, coverage of several slots, next steps."""
     if pack.error is not None:
-        name = pack.artifact if pack.action == "?" else _name(pack)  # a name the grammar refused names itself
-        return f"{name}: error: {pack.error.message}\ntry: {pack.error.hint}\n"
+        name = escape_name(pack.artifact) if pack.action == "?" else _name(pack)  # a refused name names itself
+        return f"{name}: error: {escape_name(pack.error.message)}\ntry: {escape_name(pack.error.hint)}\n"
     if pack.full_view is not None:
         return full_view_text(pack)
     if pack.preview is not None:
@@ -86,7 +106,28 @@ def without_items(pack: EvidencePack, coverage: Sequence[SlotCoverage]) -> int:
 
 
 def _name(pack: EvidencePack) -> str:
-    return f"{pack.artifact}@{pack.action}"
+    return f"{escape_name(pack.artifact)}@{escape_name(pack.action)}"
+
+
+def content(text: str) -> str:
+    """Lines of workspace text as a pack shows them: escaped, every line after the first prefixed."""
+    return _CONTENT_BREAK.sub("\n" + CONTENT_PREFIX, escape_text(text))
+
+
+def lines_of_content(text: str) -> str:
+    """A block of content lines (a preview): every line prefixed, the first included."""
+    shown = content(text)
+    return CONTENT_PREFIX + shown if shown and not shown.startswith("\n") else shown
+
+
+def shown_step(step: str) -> str:
+    """A next step as printed: the suffix itself, or, when it carries anything a shell would act on (the
+    agent's words, a member's name), the whole suffix shell-quoted: pasted after the path just read, quoted
+    or not and from any directory, it is still one word and runs nothing (``cat a.md'@refine=x; y'``). The
+    placeholders (``@refine=<words>``) stay as they are: they are to be filled in, not pasted."""
+    if _SHELL_SAFE.fullmatch(step) or _TEMPLATE.fullmatch(step):
+        return step
+    return shlex.quote(escape_name(step))
 
 
 def _head(pack: EvidencePack) -> str:
@@ -95,7 +136,7 @@ def _head(pack: EvidencePack) -> str:
 
 
 def _flags(pack: EvidencePack) -> list[str]:
-    shown = [flag for flag in pack.flags if flag not in QUIET_FLAGS]
+    shown = [escape_name(flag) for flag in pack.flags if flag not in QUIET_FLAGS]
     return [", ".join(shown)] if shown else []
 
 
@@ -107,17 +148,17 @@ def _sparse_header(pack: EvidencePack) -> str:
     fields += _flags(pack)
     line = " · ".join(fields)
     if pack.session_intent and "session-intent-used" in pack.flags:
-        line += f"\nintent (from the session): {pack.intent}"
+        line += f"\nintent (from the session): {escape_name(pack.intent or '')}"
     return line
 
 
 def _scope(scope: ScopeOut) -> str:
     if scope.method == "exact":
-        return f"exact over {scope.units_scanned:,} {scope.unit}"
+        return f"exact over {scope.units_scanned:,} {escape_name(scope.unit)}"
     if not scope.unit:
         return f"{scope.chars_processed:,} chars processed"
-    method = f" {_short_method(scope.method)}" if scope.method else ""
-    return f"{scope.units_scanned:,} {scope.unit}{method}"
+    method = f" {escape_name(_short_method(scope.method))}" if scope.method else ""
+    return f"{scope.units_scanned:,} {escape_name(scope.unit)}{method}"
 
 
 def _short_method(method: str) -> str:
@@ -130,32 +171,40 @@ def _status(cov: CoverageOut, anchors: bool = False) -> str:
     """One slot's coverage in a few words: the state (with its anchors on a slot's own line), anchors
     the pack does not show, evidence delivered earlier in the episode."""
     word = {"matched": "matched", "candidate": "candidate"}.get(cov.status, "unresolved")
-    shown = f" {', '.join(cov.anchors[:3])}" if anchors and cov.anchors else ""
+    shown = f" {_anchors(cov.anchors[:3])}" if anchors and cov.anchors else ""
     extra = {"candidate": 1, "unresolved": 3}.get(cov.status, 0)  # a candidate's passages are on show already
-    others = f" (also {', '.join(cov.candidates[:extra])})" if cov.candidates and extra else ""
-    earlier = f"; earlier {', '.join(cov.earlier[:3])}" if cov.earlier else ""
+    others = f" (also {_anchors(cov.candidates[:extra])})" if cov.candidates and extra else ""
+    earlier = f"; earlier {_anchors(cov.earlier[:3])}" if cov.earlier else ""
     return f"{word}{shown}{others}{earlier}"
 
 
 def _item(item: EvidenceOut, several_slots: bool) -> str:
     slots = f" ({', '.join(str(s + 1) for s in item.slots)})" if several_slots and item.slots else ""
     stance = f" ({item.stance})" if item.stance else ""
-    return f"[{item.anchor}]{slots}{stance} {item.text.strip()}\n"
+    return f"[{escape_name(item.anchor)}]{slots}{stance} {content(item.text.strip())}\n"
+
+
+def _anchors(anchors: Sequence[str]) -> str:
+    return ", ".join(escape_name(anchor) for anchor in anchors)
 
 
 def _coverage_line(number: int, cov: CoverageOut) -> str:
     slot = cov.slot if len(cov.slot) <= SLOT_CHARS else cov.slot[: SLOT_CHARS - 1] + "…"
-    return f"{number}. {slot}: {_status(cov, anchors=True)}\n"
+    return f"{number}. {escape_name(slot)}: {_status(cov, anchors=True)}\n"
+
+
+def _steps(pack: EvidencePack) -> list[str]:
+    return [shown_step(step) for step in pack.next_steps]
 
 
 def _next(pack: EvidencePack) -> str:
-    return "next: " + " · ".join(pack.next_steps) + "\n" if pack.next_steps else ""
+    return "next: " + " · ".join(_steps(pack)) + "\n" if pack.next_steps else ""
 
 
 def _preview(pack: EvidencePack) -> str:
-    note = f" ({pack.scope.note})" if pack.scope.note and pack.scope.note != "object preview" else ""
+    note = f" ({escape_name(pack.scope.note)})" if pack.scope.note and pack.scope.note != "object preview" else ""
     fields = [_head(pack), f"preview{note}", *_flags(pack)]
-    return " · ".join(fields) + "\n" + (pack.preview or "").rstrip() + "\n" + _next(pack)
+    return " · ".join(fields) + "\n" + lines_of_content((pack.preview or "").rstrip()) + "\n" + _next(pack)
 
 
 # ---- verbose: the full layout, for people (&format=verbose) -------------------------------------------
@@ -165,55 +214,57 @@ def verbose(pack: EvidencePack) -> str:
     """Every field of the pack in labelled sections (configuration, reliability, processed counts)."""
     parts = [_verbose_header(pack)]
     if pack.error:
-        parts.append(f"## Error\n{pack.error.message}\nTry: {pack.error.hint}\n\n")
+        parts.append(f"## Error\n{escape_name(pack.error.message)}\nTry: {escape_name(pack.error.hint)}\n\n")
     if pack.preview:
-        parts.append(f"## Object preview\n{pack.preview.rstrip()}\n\n")
+        parts.append(f"## Object preview\n{lines_of_content(pack.preview.rstrip())}\n\n")
     if pack.evidence:
         title = "Exact result (computed over all records)" if pack.decision == "exact" else "Evidence"
         parts.append(f"## {title}\n" + "".join(_verbose_item(i, item) for i, item in enumerate(pack.evidence, 1)))
     if pack.full_view is not None:
-        parts.append(f"## Full view ({len(pack.full_view):,} chars)\n{pack.full_view}\n\n")
+        parts.append(f"## Full view ({len(pack.full_view):,} chars)\n{lines_of_content(pack.full_view)}\n\n")
     if pack.coverage:
-        lines = [f"[{i}] {c.slot}: {_verbose_coverage(c)}" for i, c in enumerate(pack.coverage, 1)]
+        lines = [f"[{i}] {escape_name(c.slot)}: {_verbose_coverage(c)}" for i, c in enumerate(pack.coverage, 1)]
         parts.append("## Coverage (evidence found, not answers)\n" + "\n".join(lines) + "\n\n")
     if pack.next_steps:
-        parts.append("## Next (append to the path you read)\n" + "".join(f"{step}\n" for step in pack.next_steps))
+        parts.append("## Next (append to the path you read)\n" + "".join(f"{step}\n" for step in _steps(pack)))
     return "".join(parts)
 
 
 def _verbose_header(pack: EvidencePack) -> str:
-    exp = pack.exposure
+    exp, name = pack.exposure, escape_name(pack.artifact)
     lines = [
-        f"# EvidencePack · {pack.artifact} · {pack.decision}",
-        f"artifact: {pack.artifact}  fingerprint: {pack.fingerprint}  episode: {pack.episode or '-'}  "
-        f"action: {pack.action}" + (f"  read as: {pack.reader}" if pack.reader else ""),
+        f"# EvidencePack · {name} · {pack.decision}",
+        f"artifact: {name}  fingerprint: {pack.fingerprint}  episode: {pack.episode or '-'}  "
+        f"action: {escape_name(pack.action)}" + (f"  read as: {escape_name(pack.reader)}" if pack.reader else ""),
     ]
-    lines += [f"intent: {pack.intent}"] if pack.intent else []
-    lines += [f"session intent: {pack.session_intent}"] if pack.session_intent else []
-    lines += ["slots: " + "  ".join(f"[{i}] {s}" for i, s in enumerate(pack.slots, 1))] if len(pack.slots) > 1 else []
-    lines += [f"configuration: {pack.configuration}"] if pack.configuration else []
+    lines += [f"intent: {escape_name(pack.intent)}"] if pack.intent else []
+    lines += [f"session intent: {escape_name(pack.session_intent)}"] if pack.session_intent else []
+    lines += ["slots: " + "  ".join(f"[{i}] {escape_name(s)}" for i, s in enumerate(pack.slots, 1))
+              ] if len(pack.slots) > 1 else []
+    lines += [f"configuration: {escape_name(pack.configuration)}"] if pack.configuration else []
     scope = pack.scope
-    note = f"; {scope.note}" if scope.note else ""
-    scanned = f"{scope.units_scanned:,} {scope.unit} scanned ({scope.method}), " if scope.unit else ""
+    note = f"; {escape_name(scope.note)}" if scope.note else ""
+    scanned = f"{scope.units_scanned:,} {escape_name(scope.unit)} scanned ({escape_name(scope.method)}), " \
+        if scope.unit else ""
     lines.append(f"scope: {scanned}{scope.chars_processed:,} chars processed{note}")
     lines.append(
         f"exposure: this pack {exp.pack_chars:,} chars ({exp.artifact_chars:,} of the artifact's text) · "
         f"episode E {exp.episode_exposed:,} / L {exp.full_view_chars:,} · budget left {exp.budget_left:,}"
     )
-    lines += ["flags: " + ", ".join(pack.flags)] if pack.flags else []
+    lines += ["flags: " + ", ".join(escape_name(flag) for flag in pack.flags)] if pack.flags else []
     return "\n".join(lines) + "\n\n"
 
 
 def _verbose_item(number: int, item: EvidenceOut) -> str:
-    heading = f" § {item.heading}" if item.heading else ""
+    heading = f" § {escape_name(item.heading)}" if item.heading else ""
     slots = f"  (slot {', '.join(str(s + 1) for s in item.slots)})" if item.slots else ""
     stance = f"  ({item.stance})" if item.stance else ""
-    return f"[{number}] {item.anchor}{heading}{slots}{stance}\n{item.text.rstrip()}\n\n"
+    return f"[{number}] {escape_name(item.anchor)}{heading}{slots}{stance}\n{lines_of_content(item.text.rstrip())}\n\n"
 
 
 def _verbose_coverage(cov: CoverageOut) -> str:
-    earlier = f"; delivered earlier: {', '.join(cov.earlier)}" if cov.earlier else ""
+    earlier = f"; delivered earlier: {_anchors(cov.earlier)}" if cov.earlier else ""
     if cov.status == "matched":
-        return f"matched → {', '.join(cov.anchors)}{earlier}"
-    candidates = f" → {', '.join(cov.candidates)}" if cov.candidates else ""
+        return f"matched → {_anchors(cov.anchors)}{earlier}"
+    candidates = f" → {_anchors(cov.candidates)}" if cov.candidates else ""
     return f"{cov.status}{candidates}{earlier}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from readers.base import Parsed, Reader
 from readers.folder import Member
+from sparsefs.source.access import VIEWER, Permissions
 from sparsefs.source.rootfs import SourceRoot
 
 StatKey = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
@@ -40,8 +41,12 @@ class Listing:
 
 
 def walk(root: SourceRoot, rel: str) -> Listing:
-    """Regular files under ``rel`` (breadth-first, bounded, symlinks not followed)."""
+    """Regular files under ``rel`` (breadth-first, bounded, symlinks not followed).
+
+    Made for a caller (``sparsefs.source.access.VIEWER``), it leaves out, as if absent, every file that
+    caller may not read and every directory it may not list and search: their names too."""
     members: list[Member] = []
+    permissions = Permissions(root) if VIEWER.get() is not None else None
     keys: list[StatKey] = []
     queue: list[tuple[str, int]] = [("", 0)]
     budget, left_out = MAX_WALK_ENTRIES, 0
@@ -54,6 +59,8 @@ def walk(root: SourceRoot, rel: str) -> Listing:
         budget -= len(names)
         for name, st in sorted(_stats(root, _join(rel, sub), names).items()):
             path = _join(sub, name)
+            if permissions is not None and not permissions.visible(_join(rel, path), st):
+                continue
             if stat.S_ISDIR(st.st_mode):
                 if depth < MAX_DEPTH and name not in SKIPPED_DIRS:
                     queue.append((path, depth + 1))

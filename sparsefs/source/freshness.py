@@ -50,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparsefs.source.journal import ChangeJournal
 from sparsefs.source.remote import BlindMount, SourceKind
 from sparsefs.source.rootfs import relative
 
@@ -76,15 +77,19 @@ def suggested_watch_limit(needed: int, current: int | None) -> int:
 
 
 class Echoes:
-    """Names the mount itself removed, so the watcher can skip the echo of each removal; thread-safe.
+    """Names the mount itself created, removed or renamed, so the watcher can skip their echo; thread-safe.
 
-    The kernel already dropped what it cached of a name removed through the mount
-    (the entry and the directory's listing), and the core already dropped its
-    packs; the watcher's echo would only make the kernel re-ask for the
-    directory's attributes and take the directory's lock from the notifier while
-    the next unlink of an ``rm -rf`` waits for it (it doubled the command's
-    time). Each removal is expected once, for ``ECHO_S`` seconds: an outside
-    create or a second removal of that name still comes through.
+    The kernel already knows what it did through the mount: it dropped or added
+    the entry itself, and it drops a directory's cached listing and attributes
+    whenever it changes that directory. The watcher's echo would only make it
+    re-read them (and take the directory's lock from the notifier while the
+    next unlink of an ``rm -rf`` waits for it: it doubled the command's time;
+    after a checkout, every directory was listed again). The core already
+    dropped its packs. So the echo of a name change made through the mount is
+    skipped for the directory (a removal entirely); a created or renamed file
+    is still reported, and the kernel backend then compares it with what the
+    kernel holds (sparsefs.fuse.kernel.notify). Each change is expected once,
+    for ``ECHO_S`` seconds: an outside change of that name still comes through.
     """
 
     ECHO_S = 5.0
@@ -127,7 +132,8 @@ class Freshness:
         self._lock = threading.Lock()
         self._stoppers: list[Callable[[], None]] = []
         self._listeners: list[Callable[[], None]] = []
-        self.echoes = Echoes()  # removals made through the mount (the watcher skips their echo)
+        self.echoes = Echoes()  # name changes made through the mount (the watcher skips their echo)
+        self.journal = ChangeJournal()  # every change seen while watched, for git's fsmonitor hook
         self.kind: SourceKind | None = None  # the root's filesystem and the blind mounts under it, once classified
         self.blind: tuple[BlindMount, ...] = ()  # mounts under a watched root that are checked on access
 
@@ -155,9 +161,19 @@ class Freshness:
         return not self.blind or (rel is not None and self._blind_for(rel) is None)
 
     def removed_here(self, rel: str) -> None:
-        """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo."""
+        """``rel`` was removed through the mount: while watched, the watcher skips that removal's echo
+        (the journal still records it)."""
         if self.mode == INOTIFY:
             self.echoes.expect(rel)
+            self.journal.record(rel)
+
+    def named_here(self, *rels: str) -> None:
+        """``rels`` were created, linked or renamed (both names) through the mount: while watched, the watcher
+        reports them without their directories (the kernel already dropped its listings of those)."""
+        if self.mode == INOTIFY:
+            for rel in rels:
+                self.echoes.expect(rel)
+                self.journal.record(rel)
 
     def listen(self, on_unwatched: Callable[[], None]) -> None:
         """Call ``on_unwatched()`` when a watched mount switches to on-access checking (the kernel backend
@@ -185,6 +201,7 @@ class Freshness:
                 return False
             was_watching = self.mode == INOTIFY
             self.mode, self.reason, self.since = ON_ACCESS, reason, time.time()
+            self.journal.incomplete()
             self.watches = lambda: 0
             self._trust_unseen = not (caches_may_be_stale or was_watching)
         if reason.startswith("--no-watch"):
@@ -196,8 +213,11 @@ class Freshness:
                 listener()
         return True
 
-    def check_open(self, rel: str) -> None:
-        """Hook in ``Core.open`` (real files): the on-access check, in that mode or under a blind mount."""
+    def check_open(self, rel: str, flags: int = os.O_RDONLY) -> None:
+        """Hook in ``Core.open`` (real files): the on-access check, in that mode or under a blind mount; an open
+        for writing goes in the journal at once (git's fsmonitor hook must hear of it before the writer closes)."""
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            self.journal.record(rel)
         if self.checks_on_open(rel):
             self.check(rel)
 

@@ -268,6 +268,16 @@ class SourceRoot:
             raise
         return fd
 
+    def create_regular(self, rel: str, flags: int, mode: int) -> tuple[int, bool]:
+        """``open_regular`` with O_CREAT, and whether this call made the file (tried with O_EXCL first: a
+        watcher expects the echo of a new name only, sparsefs.source.freshness)."""
+        try:
+            return self.open_regular(rel, flags | os.O_CREAT | os.O_EXCL, mode), True
+        except FileExistsError:
+            if flags & os.O_EXCL:
+                raise
+        return self.open_regular(rel, flags | os.O_CREAT, mode), False
+
     def truncate(self, rel: str, length: int) -> None:
         fd = self.open_regular(rel, os.O_WRONLY)
         try:

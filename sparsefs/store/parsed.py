@@ -26,7 +26,8 @@ of ``readers/`` (and of registered Readers outside it), the codec and the
 versions of the distributions the registered Readers declare, so a Reader
 change or an upgrade starts cold instead of trusting an old layout.
 
-The store is bounded (bytes, LRU by last use), keeps parses that took at least
+The store is bounded (bytes, LRU by last use; entries unused for the retention
+age, sparsefs.store.retention, are dropped at open and daily), keeps parses that took at least
 ``min_parse_seconds`` and re-saves one whose Reader built indexes lazily since
 (a table's BM25 index): when next used, or at close (dense vectors: at close, or when a
 background warm-up finished, :meth:`ParsedStore.save_grown`).
@@ -52,7 +53,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,8 @@ from readers.base import Parsed
 from sparsefs.store import serial
 from sparsefs.store.blob import Owner, value_size
 from sparsefs.store.entry import read_entry, write_entry
+from sparsefs.store.ledger import connect
+from sparsefs.store.retention import DAY_S, retain_days
 from sparsefs.store.shared import SharedTier, content_name
 from sparsefs.store.version import code_version
 
@@ -74,24 +77,17 @@ _DAY_NS = 86_400 * 1_000_000_000
 CLOSE_TIMEOUT_S = 10.0  # an unmount must finish well inside a service's stop timeout
 _FINGERPRINT = re.compile(r"[0-9a-f]{32}")
 _READER_KEY = re.compile(r"[a-z0-9_]{1,32}(?:-[a-z0-9-]{1,12})?")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS fingerprints (
-    dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER,
-    fingerprint TEXT NOT NULL, seen INTEGER NOT NULL,
-    PRIMARY KEY (dev, ino, size, mtime_ns, ctime_ns)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS parsed (
-    fingerprint TEXT, reader TEXT, bytes INTEGER NOT NULL, last_used INTEGER NOT NULL,
-    PRIMARY KEY (fingerprint, reader)) WITHOUT ROWID;
-"""
 Key = tuple[str, str]
 FullKey = tuple[int, int, int, int, int]
 
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Bounds of the store (defaults: 2 GiB, 200k fingerprints, 30 days)."""
+    """Bounds of the store (defaults: 2 GiB, 200k fingerprints, 30 days; entries unused for ``entry_days``,
+    default $SPARSEFS_RETAIN_DAYS or 30 (0: kept), are dropped at open and daily: sparsefs.store.retention)."""
 
     max_bytes: int = 2 << 30
+    entry_days: float = field(default_factory=retain_days)
     min_parse_seconds: float = 0.01  # a small entry loads in 1-3 ms
     max_fingerprints: int = 200_000
     fingerprint_days: int = 30
@@ -126,7 +122,7 @@ class ParsedStore:
         (self.parsed_dir / "tmp").mkdir(parents=True, exist_ok=True)
         self.code = code_version()
         self.entries = self.parsed_dir / self.code  # another code version's entries are never even looked at
-        self._db = _connect(root / "index.sqlite")
+        self._db = connect(root / "index.sqlite")
         self._db_lock = threading.Lock()
         self._pending_fps: dict[FullKey, str] = {}
         self._pending_uses: set[Key] = set()
@@ -313,7 +309,11 @@ class ParsedStore:
 
     def _run(self) -> None:
         self._guarded(self._maintain)
+        expired_at = time.monotonic()
         while True:
+            if time.monotonic() - expired_at > DAY_S:  # a mount that runs for months keeps the bound too
+                expired_at = time.monotonic()
+                self._guarded(self._expire)
             try:
                 job = self._queue.get(timeout=1.0)
             except queue.Empty:
@@ -405,6 +405,16 @@ class ParsedStore:
             self._remove((fingerprint, reader))
             total -= size
 
+    def _expire(self) -> None:
+        """Drop entries not used for ``entry_days`` (the parsed text of a document long unread goes)."""
+        if self.config.entry_days <= 0:
+            return
+        cutoff = time.time_ns() - int(self.config.entry_days * _DAY_NS)
+        with self._db_lock:
+            rows = self._db.execute("SELECT fingerprint, reader FROM parsed WHERE last_used < ?", (cutoff,)).fetchall()
+        for row in rows:
+            self._remove(tuple(row))
+
     def _drop_other_code_versions(self) -> None:
         """Entries of other Reader code are dead weight: remove them at open."""
         self.entries.mkdir(parents=True, exist_ok=True)
@@ -428,6 +438,7 @@ class ParsedStore:
                 shutil.rmtree(leftover, ignore_errors=True)
         cutoff = time.time_ns() - self.config.fingerprint_days * _DAY_NS
         self._drop_other_code_versions()
+        self._expire()
         with self._db_lock:
             rows = self._db.execute("SELECT fingerprint, reader FROM parsed").fetchall()
         gone = [row for row in rows if not _is_entry(self, *row)]  # outside the lock: lookups go on meanwhile
@@ -448,31 +459,6 @@ def _is_entry(store: ParsedStore, fingerprint: str, reader: str) -> bool:
 
 def _mtime(path: Path) -> float:
     return path.stat().st_mtime if path.exists() else 0.0
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open (or create) the index database; a damaged one is a cache: start it afresh."""
-    try:
-        return _open_db(path)
-    except sqlite3.OperationalError:
-        raise  # full disk, locked by another process, unreadable: not damage, never delete it
-    except sqlite3.DatabaseError as err:
-        log.warning("store: %s is damaged (%s); starting a new one", path, err)
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        return _open_db(path)
-
-
-def _open_db(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, check_same_thread=False, isolation_level="DEFERRED")
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-    except sqlite3.DatabaseError:
-        db.close()
-        raise
-    return db
 
 
 def _indexes_only(signature: tuple[Any, ...]) -> tuple[Any, ...]:

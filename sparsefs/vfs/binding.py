@@ -1,8 +1,10 @@
 """What the Core needs from whatever serves it: the binding contract, given to the Core at construction.
 
 A FUSE backend knows three things the Core cannot find out itself: which
-process made the request being answered (a pack held open by a process keeps
-its size for that process, the guard cards per process), how to make the
+process made the request being answered, with its credentials (a pack held
+open by a process keeps its size for that process, the guard cards per
+process, and every pack is checked against the caller's uid, gid and groups:
+``sparsefs.source.access``), how to make the
 kernel forget what it cached of a path (an outside change, a pack that grew),
 and since when the mount answers requests (``.sparsefs`` reports it, systemd
 is told). That is :class:`Binding`, nothing more.
@@ -22,12 +24,19 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from sparsefs.source.access import Credentials
+
 
 class Binding(Protocol):
     """The backend's side of the Core: the caller, kernel invalidation, readiness."""
 
     def caller_pid(self) -> int | None:
         """The pid (thread id) of the process whose request is being answered; None when unknown."""
+        ...
+
+    def caller(self) -> Credentials | None:
+        """The credentials of that process (uid, gid from the request; supplementary groups); None without a
+        mount: ``sparsefs read``, the API and MCP read as the user who runs them."""
         ...
 
     def invalidate(self, path: str) -> None:
@@ -45,6 +54,9 @@ class NullBinding:
     def caller_pid(self) -> int | None:
         return None
 
+    def caller(self) -> Credentials | None:
+        return None
+
     def invalidate(self, path: str) -> None:
         return None
 
@@ -60,13 +72,16 @@ class LateBinding:
 
     def __init__(self) -> None:
         self._caller: Callable[[], int | None] = NULL.caller_pid
+        self._credentials: Callable[[], Credentials | None] = NULL.caller
         self._invalidate: Callable[[str], None] = NULL.invalidate
         self._since: float | None = None
         self._ready = threading.Event()
 
-    def attach(self, caller_pid: Callable[[], int | None], invalidate: Callable[[str], None]) -> None:
-        """The backend speaks to the kernel now: how to find the caller and how to invalidate."""
-        self._caller, self._invalidate = caller_pid, invalidate
+    def attach(self, caller_pid: Callable[[], int | None], invalidate: Callable[[str], None],
+               caller: Callable[[], Credentials | None] = NULL.caller) -> None:
+        """The backend speaks to the kernel now: how to find the caller (its pid, its credentials) and how to
+        invalidate."""
+        self._caller, self._invalidate, self._credentials = caller_pid, invalidate, caller
 
     def mark_ready(self) -> None:
         """The mount answers requests (systemd's READY=1 waits for this)."""
@@ -78,6 +93,9 @@ class LateBinding:
 
     def caller_pid(self) -> int | None:
         return self._caller()
+
+    def caller(self) -> Credentials | None:
+        return self._credentials()
 
     def invalidate(self, path: str) -> None:
         self._invalidate(path)

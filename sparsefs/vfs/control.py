@@ -25,7 +25,8 @@ CONTROL_DIR = ".sparsefs"
 LOG_NAME = "log.jsonl"
 SESSION_FILE = "session"
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-_DIRS = ("", "episodes")
+_DIRS = ("", "episodes", "fsmonitor")
+FSMONITOR = "fsmonitor/"  # fsmonitor/<prefix>%<token>: git's fsmonitor hook asks here (sparsefs.vfs.fsmonitor)
 
 
 def skill_text() -> bytes:
@@ -47,9 +48,10 @@ class ControlTree:
 
     def __init__(
         self, stats: Stats, episodes: EpisodeStore, ready: Callable[[], bytes | None],
-        session: SessionIntent | None = None,
+        session: SessionIntent | None = None, fsmonitor: Callable[[str], bytes] | None = None,
     ) -> None:
         self.stats = stats
+        self._fsmonitor = fsmonitor
         self.episodes = episodes
         self._ready = ready
         self.session = session or SessionIntent()
@@ -69,12 +71,16 @@ class ControlTree:
             return ControlNode(is_dir=False, content=self.session.content(), writable=True)
         if sub.startswith("episodes/"):
             return self._episode(sub.removeprefix("episodes/"))
+        if sub.startswith(FSMONITOR) and self._fsmonitor is not None and "%" in sub:
+            return ControlNode(is_dir=False, content=self._fsmonitor(sub.removeprefix(FSMONITOR)))
         content = self._file(sub)
         return ControlNode(is_dir=False, content=content) if content is not None else None
 
     def listdir(self, sub: str) -> list[str]:
         if sub == "episodes":
             return [f"{e.id}.json" for e in self.episodes.all()]
+        if sub == "fsmonitor":
+            return []  # every name is a query
         names = ["SKILL.md", "stats.json", LOG_NAME, SESSION_FILE, "episodes"]
         return names + (["ready"] if self._ready() is not None else [])
 
@@ -98,3 +104,18 @@ class ControlTree:
         if episode is None:
             return None
         return ControlNode(is_dir=False, content=orjson.dumps(episode.to_json(), option=_JSON) + b"\n")
+
+
+def private_control(sub: str) -> bool:
+    """Everything in the control tree but the directory itself, SKILL.md and ready: the mount owner's alone."""
+    return sub not in ("", "SKILL.md", "ready")
+
+
+def synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:
+    """Attributes of a control file or the session: the source root's owner and times, our mode and size."""
+    return {
+        "st_mode": mode, "st_ino": ino, "st_nlink": nlink, "st_size": size,
+        "st_uid": like.st_uid, "st_gid": like.st_gid,
+        "st_atime": like.st_atime_ns, "st_mtime": like.st_mtime_ns, "st_ctime": like.st_ctime_ns,
+        "st_blksize": 4096, "st_blocks": (size + 511) // 512,
+    }

@@ -34,13 +34,16 @@ from sparsefs.guard.policy import Guard
 from sparsefs.protocol.access import Protocol
 from sparsefs.protocol.intents import persisted_session
 from sparsefs.protocol.session_file import WRITE_FLAGS, SessionFile
-from sparsefs.source.freshness import Freshness
+from sparsefs.source.freshness import INOTIFY, Freshness
 from sparsefs.source.rootfs import SourceRoot, relative, stat_dict
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
+from sparsefs.vfs import fsmonitor
 from sparsefs.vfs.binding import NULL, Binding
-from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree
+from sparsefs.vfs.control import CONTROL_DIR, SESSION_FILE, ControlTree, private_control, synthetic
 from sparsefs.vfs.evidence import EvidenceFiles
+from sparsefs.vfs.namespace import Namespace
+from sparsefs.vfs.namespace import is_control as _is_control
 from sparsefs.vfs.virtual import virtual_ino
 
 _HANDLE_BASE = 1 << 40
@@ -102,10 +105,14 @@ class Core:
             protocol = Protocol(artifacts or ArtifactCache(root), state=state, session=session)
         self.protocol = protocol
         self.artifacts = protocol.artifacts
-        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session)
+        self.control = ControlTree(stats, self.protocol.episodes, self._ready_text, self.protocol.session,
+                                   lambda query: fsmonitor.answer(query, self.freshness.journal,
+                                                                  self.freshness.mode == INOTIFY))
         self.session_file = SessionFile(self.protocol.session)
-        self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate)
+        self.evidence = EvidenceFiles(root, self.protocol, stats, state, invalidate=binding.invalidate,
+                                      caller=binding.caller)
         self.protocol.session.listen(lambda text: self.evidence.session_changed())
+        self.names = Namespace(root)  # what may be written: never the control tree or a virtual name
         self.freshness = Freshness(lambda rel: self.on_source_change(rel), root.lstat)  # "off" until watched
         stats.gauges["artifacts_parsed"] = lambda: self.artifacts.parses
         stats.gauges["artifacts_loaded_from_disk"] = lambda: self.artifacts.disk_loads
@@ -167,6 +174,7 @@ class Core:
 
     def _control_entries(self, path: str) -> list[tuple[str, int, int]]:
         sub = _control_sub(path)
+        self._check_control(sub)
         entries = [(".", stat.S_IFDIR, virtual_ino(path.rstrip("/"))), ("..", stat.S_IFDIR, 1)]
         for name in self.control.listdir(sub):
             mode = stat.S_IFDIR if self.control.is_dir(f"{sub}/{name}".strip("/")) else stat.S_IFREG
@@ -174,7 +182,7 @@ class Core:
         return entries
 
     def readlink(self, path: str) -> str:
-        return self.root.readlink(self._writable_rel(path))
+        return self.root.readlink(self.names.writable(path))
 
     def statfs(self, path: str) -> dict[str, int]:
         """The source's numbers, its name limit included: tools that trust pathconf(NAME_MAX) must not
@@ -186,7 +194,7 @@ class Core:
         return {key: getattr(sv, key) for key in keys}
 
     def access(self, path: str, mode: int) -> None:
-        if _is_control(path) or self._is_virtual(path):
+        if _is_control(path) or self.names.is_virtual(path):
             if mode & os.W_OK and not _is_session(path):
                 raise OSError(errno.EROFS, "generated files are read-only")
             return
@@ -212,14 +220,14 @@ class Core:
         self.root.removexattr(relative(path), name)
 
     def _generated_path(self, path: str) -> bool:
-        return _is_control(path) or self._is_virtual(path)
+        return _is_control(path) or self.names.is_virtual(path)
 
     # ---- open / read / write ------------------------------------------------
     def open(self, path: str, flags: int) -> OpenResult:
         if _is_control(path):
             return self._open_generated(self._control_content(path, flags))
         rel = relative(path)
-        self.freshness.check_open(rel)  # on-access mode only: an outside change since the last open invalidates
+        self.freshness.check_open(rel, flags)  # on-access: an outside change since the last open invalidates
         if self.guard is not None and flags & WRITE_FLAGS:
             self.guard.written(rel)  # never card a file the agent writes (it may write a card back)
         try:
@@ -242,8 +250,10 @@ class Core:
         return self._open_generated(_Generated(attrs=card.attrs, data=card.content, size=card.attrs["st_size"]))
 
     def create(self, path: str, flags: int, mode: int) -> OpenResult:
-        rel = self._writable_rel(path)
-        fd = self.root.open_regular(rel, flags | os.O_CREAT, mode)
+        rel = self.names.new(path)
+        fd, made = self.root.create_regular(rel, flags, mode)
+        if made:
+            self.freshness.named_here(rel)
         if self.guard is not None:
             self.guard.written(rel)
         self._source_changed(rel)
@@ -268,6 +278,7 @@ class Core:
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> None:
         if (fh is not None and fh >= _HANDLE_BASE) or (path is not None and _is_session(path)):
+            self._check_control(SESSION_FILE)
             self._truncate_session(fh, length)
             return
         if fh is not None and fh < _HANDLE_BASE:
@@ -275,7 +286,7 @@ class Core:
         elif path is None:
             raise OSError(errno.EBADF, "no path and no handle")
         else:
-            self.root.truncate(self._writable_rel(path), length)
+            self.root.truncate(self.names.existing(path), length)
         if path is not None and self.guard is not None:
             self.guard.written(relative(path))
         if path is not None:
@@ -322,49 +333,54 @@ class Core:
         """
         if os.geteuid() != 0 or (uid, gid) == (0, 0):
             return
-        rel = self._writable_rel(path)
+        rel = self.names.writable(path)
         parent = self.root.lstat(rel.rpartition("/")[0])
         self.root.chown(rel, uid, -1 if parent.st_mode & stat.S_ISGID else gid)
 
     def mkdir(self, path: str, mode: int) -> None:
-        self.root.mkdir(self._writable_rel(path), mode)
+        self.root.mkdir(rel := self.names.new(path), mode)
+        self.freshness.named_here(rel)  # the watcher reports it without its directory (sparsefs.source.freshness)
 
     def mknod(self, path: str, mode: int, dev: int) -> None:
-        self.root.mknod(self._writable_rel(path), mode, dev)
+        self.root.mknod(rel := self.names.new(path), mode, dev)
+        self.freshness.named_here(rel)
 
     def rmdir(self, path: str) -> None:
-        rel = self._writable_rel(path)
+        rel = self.names.existing(path)
         self.root.rmdir(rel)
         self.freshness.removed_here(rel)
 
     def unlink(self, path: str) -> None:
-        rel = self._writable_rel(path)
+        rel = self.names.existing(path)
         self.root.unlink(rel)
         self.freshness.removed_here(rel)
         self._source_changed(rel)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
-        old_rel, new_rel = self._writable_rel(old), self._writable_rel(new)
+        old_rel, new_rel = self.names.existing(old), self.names.new(new)
         self.root.rename(old_rel, new_rel, flags)
+        self.freshness.named_here(old_rel, new_rel)
         if self.guard is not None:
             self.guard.written(new_rel)
         self._source_changed(old_rel)
         self._source_changed(new_rel)
 
     def symlink(self, path: str, target: str) -> None:
-        self.root.symlink(target, self._writable_rel(path))
+        self.root.symlink(target, rel := self.names.new(path))
+        self.freshness.named_here(rel)
 
     def link(self, path: str, existing: str) -> None:
-        self.root.link(self._writable_rel(existing), self._writable_rel(path))
+        self.root.link(self.names.existing(existing), rel := self.names.new(path))
+        self.freshness.named_here(rel)
 
     def chmod(self, path: str, mode: int) -> None:
-        self.root.chmod(self._writable_rel(path), mode)
+        self.root.chmod(self.names.existing(path), mode)
 
     def chown(self, path: str, uid: int, gid: int) -> None:
-        self.root.chown(self._writable_rel(path), uid, gid)
+        self.root.chown(self.names.existing(path), uid, gid)
 
     def utimens(self, path: str, atime_ns: int, mtime_ns: int) -> None:
-        rel = self._writable_rel(path)
+        rel = self.names.existing(path)
         self.root.utimens(rel, atime_ns, mtime_ns)
         self._source_changed(rel)
 
@@ -379,18 +395,10 @@ class Core:
         self._source_changed(relative(path))
 
     def _source_changed(self, rel: str) -> None:
+        self.freshness.journal.record(rel)  # what git's fsmonitor hook asks for (sparsefs.vfs.fsmonitor)
         self.evidence.source_changed(rel)
 
     # ---- virtual files -------------------------------------------------------
-    def _is_virtual(self, path: str) -> bool:
-        rel = relative(path)
-        return "@" in rel.rpartition("/")[2] and not self.root.exists(rel)
-
-    def _writable_rel(self, path: str | None) -> str:
-        if path is not None and _is_control(path):
-            raise OSError(errno.EROFS, "the control tree is read-only")
-        return relative(path)
-
     def _open_virtual(self, rel: str, flags: int) -> OpenResult:
         if flags & WRITE_FLAGS:
             raise OSError(errno.EROFS, "virtual files are read-only")
@@ -427,7 +435,7 @@ class Core:
         return handle.content()[offset : offset + size]
 
     def _session_handle(self, path: str, flags: int) -> _Generated:
-        attrs = _synthetic(self.root.lstat(""), stat.S_IFREG | 0o644, 0, virtual_ino(path))
+        attrs = synthetic(self.root.lstat(""), stat.S_IFREG | 0o644, 0, virtual_ino(path))
         draft = self.session_file.opened(flags)
         if draft is None:
             return _Generated(attrs=attrs, data=self.protocol.session.content())
@@ -440,17 +448,29 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         root = self.root.lstat("")
         ino = virtual_ino(path.rstrip("/"))
+        others = 0 if private_control(_control_sub(path)) else 0o055  # the owner's alone, or everyone's to read
         if node.is_dir:  # its listing changes without notice: a new mtime drops the kernel's cached one
             now = time.time_ns()
-            return _synthetic(root, stat.S_IFDIR | 0o555, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
+            return synthetic(root, stat.S_IFDIR | 0o500 | others, 0, ino, nlink=2) | {"st_mtime": now, "st_ctime": now}
         if node.writable:
-            return _synthetic(root, stat.S_IFREG | 0o644, len(node.content or b""), ino)
+            return synthetic(root, stat.S_IFREG | 0o600, len(node.content or b""), ino)
         if node.live_log:
-            return _synthetic(root, stat.S_IFREG | 0o444, self.control.log_size(), ino)
+            return synthetic(root, stat.S_IFREG | 0o400, self.control.log_size(), ino)
         self._snapshots[path] = node.content or b""  # open serves exactly what this size describes
-        return _synthetic(root, stat.S_IFREG | 0o444, len(self._snapshots[path]), ino)
+        return synthetic(root, stat.S_IFREG | 0o400 | others & 0o044, len(self._snapshots[path]), ino)
+
+    def _check_control(self, sub: str) -> None:
+        """The control tree belongs to the source root's owner (and root): its log, stats, episodes and session
+        hold every caller's questions, paths and anchors. SKILL.md and ready are everyone's (the kernel checks
+        the same modes with --allow-other; this holds without it too)."""
+        creds = self.binding.caller()
+        if creds is None or creds.reads_everything or not private_control(sub):
+            return
+        if creds.uid != self.root.lstat("").st_uid:
+            raise OSError(errno.EACCES, "the control tree's log, stats, episodes and session are the owner's")
 
     def _control_content(self, path: str, flags: int) -> _Generated:
+        self._check_control(_control_sub(path))
         node = self.control.node(_control_sub(path))
         if node is not None and node.writable:
             return self._session_handle(path, flags)
@@ -460,7 +480,7 @@ class Core:
             raise OSError(errno.ENOENT, "no such control file")
         if node.is_dir:
             raise OSError(errno.EISDIR, "is a directory")
-        attrs = _synthetic(self.root.lstat(""), stat.S_IFREG | 0o444, 0, virtual_ino(path.rstrip("/")))
+        attrs = synthetic(self.root.lstat(""), stat.S_IFREG | 0o444, 0, virtual_ino(path.rstrip("/")))
         if node.live_log:
             return _Generated(attrs=attrs, log_fd=self.control.open_log())
         return _Generated(attrs=attrs, data=self._snapshots.setdefault(path, node.content or b""))
@@ -470,22 +490,6 @@ def _is_session(path: str) -> bool:
     return path == f"{_CONTROL_PREFIX}/{SESSION_FILE}"
 
 
-def _is_control(path: str) -> bool:
-    return path == _CONTROL_PREFIX or path.startswith(_CONTROL_PREFIX + "/")
-
-
 def _control_sub(path: str) -> str:
     return path[len(_CONTROL_PREFIX) :].strip("/")
 
-
-def _join(parent: str, name: str) -> str:
-    return f"{parent}/{name}" if parent else name
-
-
-def _synthetic(like: os.stat_result, mode: int, size: int, ino: int, nlink: int = 1) -> dict[str, int]:
-    return {
-        "st_mode": mode, "st_ino": ino, "st_nlink": nlink, "st_size": size,
-        "st_uid": like.st_uid, "st_gid": like.st_gid,
-        "st_atime": like.st_atime_ns, "st_mtime": like.st_mtime_ns, "st_ctime": like.st_ctime_ns,
-        "st_blksize": 4096, "st_blocks": (size + 511) // 512,
-    }

@@ -15,8 +15,10 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import stat
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import xxhash
@@ -24,9 +26,11 @@ import xxhash
 from readers.actions import Session, named
 from readers.base import ReaderError
 from readers.ops import OPERATIONS
+from sparsefs.guard.proc import read_stat
 from sparsefs.protocol.access import Protocol, Served, error_pack
-from sparsefs.protocol.grammar import GrammarError, VirtualRequest, close_actions, requested_format, split_name
+from sparsefs.protocol.grammar import GrammarError, VirtualRequest, requested_format, split_name, suffix_is_request
 from sparsefs.protocol.pack import display_name
+from sparsefs.source.access import Credentials, Permissions, viewing_as
 from sparsefs.source.rootfs import SourceRoot
 from sparsefs.store.state import StateDB
 from sparsefs.store.stats import Stats
@@ -35,6 +39,8 @@ from sparsefs.vfs.virtual import VirtualFile, VirtualMemo
 _REBUILDS = 5  # builds at open when another pack of the artifact was charged in between
 MAX_VIRTUAL_NAME_BYTES = 1024  # the limit DESIGN.md promises; SKILL.md tells agents to shorten past it
 _LOCK_STRIPES = 64
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 SESSION_ACTIONS = named(session=Session.FILLS) | named(session=Session.RERANKS)  # readers.actions: it fills or re-ranks
 
 
@@ -42,9 +48,13 @@ class EvidenceFiles:
     """Builds, freezes and accounts the content of virtual paths."""
 
     def __init__(self, root: SourceRoot, protocol: Protocol, stats: Stats, state: StateDB | None = None,
-                 invalidate: Callable[[str], None] = lambda path: None) -> None:
-        """``invalidate``: the binding's kernel invalidation (sparsefs.vfs.binding)."""
+                 invalidate: Callable[[str], None] = lambda path: None,
+                 caller: Callable[[], Credentials | None] = lambda: None) -> None:
+        """``invalidate``: the binding's kernel invalidation; ``caller``: the credentials of the process being
+        answered (sparsefs.vfs.binding), against which every pack is checked (sparsefs.source.access)."""
         self.root = root
+        self.caller = caller
+        self.permissions = Permissions(root)
         self.state = state
         self.protocol = protocol
         self.artifacts = protocol.artifacts
@@ -52,7 +62,7 @@ class EvidenceFiles:
         self.memo = VirtualMemo()
         self.invalidate_kernel = invalidate
         self._locks = [threading.RLock() for _ in range(_LOCK_STRIPES)]  # a delivery may build again
-        self._delivered: dict[str, str] = {}
+        self._delivered: dict[str, tuple[str, int]] = {}  # each name's last delivered (version, xxh3 of bytes)
         self._delivered_lock = threading.Lock()
         self._sizes_handed_out: set[str] = set()
         self._handed: dict[str, tuple[str, int]] = {}
@@ -70,7 +80,11 @@ class EvidenceFiles:
         if split is None:
             raise OSError(errno.ENOENT, "no such file")
         base, request = split
-        return self._pack_file(rel, _join(parent, base), request)
+        creds = self.caller()
+        self.permissions.check(creds, _join(parent, base))  # what the caller could not cat: EACCES, nothing built
+        with viewing_as(creds):  # a folder is built of what this caller may read, and frozen per such view
+            virtual = self._pack_file(rel, _join(parent, base), request)
+        return self._current_attrs(virtual) if virtual.raw_rel is None and virtual.base_rel else virtual
 
     def stat(self, rel: str) -> dict[str, int]:
         """Attributes for the kernel; remembers which version's size it was given."""
@@ -91,22 +105,33 @@ class EvidenceFiles:
             return virtual
         with self._lock_for(virtual.base_rel):
             for _ in range(_REBUILDS):
-                with self._delivered_lock:
-                    if self._delivered.get(virtual.rel) == virtual.version:
-                        return virtual
-                if virtual.deliver is None or virtual.deliver():
+                delivered = self._delivered_as(virtual)
+                if delivered:
+                    return virtual
+                if delivered is None and (virtual.deliver is None or virtual.deliver()):
                     break
-                self.memo.discard(virtual.rel)  # its episode moved on since the lookup: build it afresh
-                virtual = self.lookup(virtual.rel)
+                if delivered is None:
+                    self.memo.discard(virtual.rel)  # its episode moved on since the lookup: build it afresh
+                virtual = self.lookup(virtual.rel)  # (or: a concurrent open built and charged it again)
             else:
                 raise OSError(errno.EAGAIN, "the artifact's episodes keep changing; try again")
             with self._delivered_lock:
-                self._delivered[virtual.rel] = virtual.version
+                self._delivered[virtual.rel] = (virtual.version, _digest(virtual.content))
             if virtual.log_entry is not None:
-                self.stats.record_pack(virtual.log_entry)
+                self.stats.record_pack(virtual.log_entry | _served_to(self.caller()))
             if self.state is not None and virtual.log_entry is not None and virtual.saved:
                 self.state.put_pack(virtual.rel, virtual.version, virtual.content, virtual.log_entry)
         return virtual
+
+    def _delivered_as(self, virtual: VirtualFile) -> bool | None:
+        """Whether ``virtual`` is the pack its name delivered for its version (True), another build of that
+        version is (False: a concurrent open rebuilt it after its episode moved on; serve that one), or
+        none was delivered for it yet (None)."""
+        with self._delivered_lock:
+            delivered = self._delivered.get(virtual.rel)
+        if delivered is None or delivered[0] != virtual.version:
+            return None
+        return delivered[1] == _digest(virtual.content)
 
     def source_changed(self, rel: str) -> None:
         """``rel`` may have changed: the kernel must ask again for its packs' sizes.
@@ -129,14 +154,12 @@ class EvidenceFiles:
     def _pack_file(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
         self._sizes_handed_out.add(base_rel)  # before building: a change meanwhile must invalidate
         if request.action == "raw":
-            raw = VirtualFile.raw(rel, base_rel, self._confined_stat(base_rel))
-            self.memo.put(raw)  # remembered so a change of the base invalidates its size too
-            return raw
+            return self._raw(rel, base_rel, request)
         with self._lock_for(base_rel):
             return self._current(rel, base_rel, request)
 
     def _current(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
-        text = self.protocol.session.text  # read once: the pack is built and frozen under this one
+        text = self._session_text()  # read once: the pack is built and frozen under this one
         session = _session_mark(request, text)
         version = self._version(base_rel) + session
         cached = self.memo.get(rel, version) or self._persisted(rel, base_rel, version)
@@ -162,7 +185,44 @@ class EvidenceFiles:
         self.memo.put(virtual)  # no log entry: it was counted when first delivered
         return virtual
 
+    def _session_text(self) -> str:
+        """The session intent, for its owner's reads (the source root's owner, root, or no mount); none for
+        another uid's: it is the owner's standing objective, neither to steer nor to be shown in their packs."""
+        creds = self.caller()
+        if creds is None or creds.reads_everything or creds.uid == self.root.lstat("").st_uid:
+            return self.protocol.session.text
+        return ""
 
+    def _raw(self, rel: str, base_rel: str, request: VirtualRequest) -> VirtualFile:
+        """The original bytes, proxied live; what has none (a FIFO, a socket, a directory, a link out of the
+        root) answers an error pack like every other action."""
+        try:
+            st = self._confined_stat(base_rel)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.ELOOP):
+                raise
+            return self._error_file(rel, base_rel, request, "this path leads outside the mounted source root "
+                                    "(a symlink); it is not served", "ask about a file inside the workspace")
+        if not stat.S_ISREG(st.st_mode):
+            what = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            return self._error_file(rel, base_rel, request, f"@raw needs a regular file; this is {what}",
+                                    "list a directory with ls, or ask it @scout; other files have no bytes to read")
+        raw = VirtualFile.raw(rel, base_rel, st)
+        self.memo.put(raw)  # remembered so a change of the base invalidates its size too
+        return raw
+
+    def _error_file(self, rel: str, base_rel: str, request: VirtualRequest, message: str, hint: str) -> VirtualFile:
+        served = error_pack(base_rel, request, message, hint)
+        return VirtualFile.generated(rel, base_rel, "", self.root.lstat(base_rel), served.content,
+                                     _log_entry(rel, served))
+
+    def _current_attrs(self, virtual: VirtualFile) -> VirtualFile:
+        """A pack remembered from earlier, with its base's mode and owner as they are now (a chmod since)."""
+        st = self._key_stat(virtual.base_rel)
+        mode = stat.S_IFREG | (st.st_mode & 0o444)
+        if (virtual.attrs["st_mode"], virtual.attrs["st_uid"], virtual.attrs["st_gid"]) == (mode, st.st_uid, st.st_gid):
+            return virtual
+        return replace(virtual, attrs=virtual.attrs | {"st_mode": mode, "st_uid": st.st_uid, "st_gid": st.st_gid})
 
     def _version(self, base_rel: str) -> str:
         """The artifact's fingerprint; '' when it cannot be read as an artifact."""
@@ -174,10 +234,11 @@ class EvidenceFiles:
     def _grammar_error(self, rel: str, name: str, err: GrammarError) -> VirtualFile:
         """A request the grammar refused: an error pack in the format it asked for (read leniently), logged
         against the file it was about, so the stats count it under that file's kind."""
-        if err.unknown_action is not None and not _looks_like_a_request(name, err.unknown_action):
-            raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
         parent = rel.rpartition("/")[0]
         base = err.base or name
+        if not suffix_is_request(name[len(base) + 1 :], OPERATIONS):
+            raise OSError(errno.ENOENT, "no such file")  # e.g. 'notes.txt@old': free for a real file
+        self.permissions.check(self.caller(), _join(parent, base))
         fmt = requested_format(name[len(base) + 1 :])
         served = error_pack(display_name(name), None, err.message, err.hint, fmt=fmt)
         entry = _log_entry(rel, served) | {"artifact": display_name(_join(parent, base))}
@@ -223,18 +284,6 @@ def _is_base(name: str) -> bool:
     return name not in (".", "..")
 
 
-def _looks_like_a_request(name: str, word: str) -> bool:
-    """``x@word=...``, ``x@word&...`` or a typo of an action or operation (``@scuot``, ``@summ``) get an
-    error pack: the grammar's own "did you mean" rule, so every typo it would name is answered.
-
-    Any other name with an '@' (``notes.txt@old``, ``src@v2``) is simply absent,
-    so tools can create a real file of that name.
-    """
-    if not word or f"@{word}=" in name or f"@{word}&" in name:
-        return True
-    return bool(close_actions(word, OPERATIONS))
-
-
 def _folders_above(rel: str) -> list[str]:
     """``a/b/c.txt`` -> ['a/b', 'a', ''] (the root folder is '')."""
     parts = rel.split("/")[:-1]
@@ -243,6 +292,18 @@ def _folders_above(rel: str) -> list[str]:
 
 def _join(parent: str, name: str) -> str:
     return f"{parent}/{name}" if parent else name
+
+
+def _digest(content: bytes) -> int:
+    return xxhash.xxh3_64_intdigest(content)
+
+
+def _served_to(creds: Credentials | None) -> dict[str, Any]:
+    """Who a pack was served to, as guard lines say it: pid, uid and the process's name (none in process)."""
+    if creds is None:
+        return {}
+    info = read_stat(creds.pid) if creds.pid > 0 else None
+    return {"pid": creds.pid, "uid": creds.uid, "comm": info[0] if info is not None else None}
 
 
 def _log_entry(rel: str, served: Served) -> dict[str, Any]:

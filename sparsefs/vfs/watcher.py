@@ -90,7 +90,7 @@ class SourceWatcher:
         self.trouble: str | None = None
         self._on_change = on_change
         self._on_trouble = on_trouble
-        self.echoes: Echoes | None = None  # removals made through the mount: their echo is skipped
+        self.echoes: Echoes | None = None  # name changes made through the mount: their echo is (mostly) skipped
         self.skip: Callable[[str], bool] = lambda rel: False  # directories not to watch (blind mounts)
         self.max_watches = max_watches()  # this daemon's share of the per-user budget, if capped
         self.on_mounts: Callable[[], None] | None = None  # the mount table changed (a mount came or went)
@@ -132,13 +132,25 @@ class SourceWatcher:
             self._watch(found)
 
     def _walk(self, rel: bytes) -> Iterator[bytes]:
-        """``rel`` and every directory below it, not into a mount inotify is blind to (it is checked on access:
-        its watches would only spend the per-user budget)."""
-        top = self._abs(rel)
-        for dirpath, dirnames, _ in os.walk(top, followlinks=False):
-            found = dirpath[len(top):].lstrip(b"/") if rel == b"" else rel + dirpath[len(top):]
-            dirnames[:] = [d for d in dirnames if not self.skip(os.fsdecode(found + b"/" + d if found else d))]
-            yield found
+        """``rel`` and every directory below it, parents first, never through a symlink nor into a mount
+        inotify is blind to (it is checked on access: its watches would only spend the per-user budget).
+        Directories are read with O_NOATIME: the watcher's own reading must not move their atime (a directory
+        made and given times through the mount, then read here, got a new atime: pjdfstest utimensat/00.t)."""
+        stack = [rel]
+        while stack:
+            current = stack.pop()
+            yield current
+            try:
+                fd = _open_directory(self._abs(current))
+            except OSError:
+                continue  # gone meanwhile, or not a directory any more
+            try:
+                with os.scandir(fd) as entries:
+                    names = [os.fsencode(e.name) for e in entries if e.is_dir(follow_symlinks=False)]
+            finally:
+                os.close(fd)
+            below = (current + b"/" + name if current else name for name in reversed(names))
+            stack.extend(d for d in below if not self.skip(os.fsdecode(d)))
 
     def _watch(self, rel: bytes) -> None:
         where = os.fsdecode(rel) or "."
@@ -233,8 +245,10 @@ class SourceWatcher:
         rel = parent + b"/" + name if parent else name
         if mask & IN_ISDIR:
             self._directory_event(rel, mask, cookie)
-        if mask & IN_DELETE and self.echoes is not None and self.echoes.take(os.fsdecode(rel)):
-            return []  # removed through the mount: nothing cached to drop
+        if mask & NAMESPACE and self.echoes is not None and self.echoes.take(os.fsdecode(rel)):
+            # made through the mount (sparsefs.source.freshness.Echoes): the kernel dropped the directory's
+            # caches itself; a removed name has nothing left to drop, a new one is compared by the backend
+            return [] if mask & (IN_DELETE | IN_MOVED_FROM) else [rel]
         return [rel, parent] if mask & NAMESPACE else [rel]
 
     def _directory_event(self, rel: bytes, mask: int, cookie: int) -> None:
@@ -283,6 +297,15 @@ class SourceWatcher:
             os.close(self._wake_w)
             if self._mountinfo >= 0:
                 os.close(self._mountinfo)
+
+
+def _open_directory(path: bytes) -> int:
+    """An fd to read directory ``path`` without touching its atime (O_NOATIME needs the owner or root)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        return os.open(path, flags | os.O_NOATIME)
+    except PermissionError:
+        return os.open(path, flags)
 
 
 def watch_source(core: Core, path: str, enabled: bool, source: str = "") -> Freshness:

@@ -16,8 +16,10 @@ policy follows the mount's freshness mode (``sparsefs.source.freshness``):
   nothing would invalidate them.
 
 Generated directories (the control tree) and the files in them are live: no
-caching at all. Packs (virtual files) keep ``SHORT_S``: their sizes are
-invalidated when their artifact changes, but they depend on more than the file.
+caching at all (with ``--no-open``, control files are kept a second: no open
+handle pins a snapshot, so a read spanning several requests must see one).
+Packs (virtual files) keep ``SHORT_S``: their sizes are invalidated when their
+artifact changes, but they depend on more than the file.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from sparsefs.source.freshness import INOTIFY, Freshness
 LONG_S = 86_400.0
 SHORT_S = 5.0
 LIVE_S = 0.0
+NO_OPEN_LIVE_S = 1.0  # --no-open: a live control file's snapshot (no open handle pins it, see KernelOps._settled)
 ABSENT_LIMIT = 65_536  # names remembered as absent; past it, absent names are not cached at all
 
 

@@ -10,6 +10,7 @@ started (EINTR); a running one finishes.
 
 from __future__ import annotations
 
+import collections
 import errno
 import threading
 from collections.abc import Callable
@@ -21,10 +22,11 @@ from sparsefs.fuse.kernel.ops import KernelOps
 from sparsefs.fuse.kernel.transport import FuseDevice
 
 SLOW_WORKERS = 4
-_SLOW_ON_GENERATED = frozenset({k.GETATTR, k.OPEN, k.OPENDIR, k.READDIR, k.READDIRPLUS, k.ACCESS, k.LOOKUP})
+_SLOW_ON_GENERATED = frozenset({k.GETATTR, k.OPEN, k.OPENDIR, k.READDIR, k.READDIRPLUS, k.ACCESS, k.LOOKUP,
+                                k.READ})  # a READ by node (--no-open) may have to build its pack again
 _SLOW_ALWAYS = frozenset({k.FSYNC, k.FSYNCDIR})  # may wait for the disk for seconds
 _AT = ord("@")
-Handler = Callable[[k.Request], bytes | None]
+Handler = Callable[[k.Request], bytes | memoryview | None]
 
 
 class Dispatcher:
@@ -35,12 +37,15 @@ class Dispatcher:
         self.device = device
         self.handlers = handler_table(ops)
         self.pool = ThreadPoolExecutor(SLOW_WORKERS, thread_name_prefix="sparsefs-slow")
+        self.counts: collections.Counter[int] = collections.Counter()  # requests per opcode (stats.json)
+        self.busy_ns: collections.Counter[int] = collections.Counter()  # CPU answering them (SPARSEFS_REQUEST_CPU)
         self._pending: dict[int, tuple[int, Future[None]]] = {}
         self._pending_lock = threading.Lock()
 
     def dispatch(self, fd: int, request: k.Request) -> None:
         """Answer ``request`` (read from ``fd``) here, or on the pool if it may be slow."""
         opcode = request.opcode
+        self.counts[opcode] += 1
         if opcode == k.INTERRUPT:
             self._interrupt(request)
         elif opcode in _SLOW_ALWAYS or (opcode in _SLOW_ON_GENERATED and self._may_build(request)):
@@ -52,9 +57,10 @@ class Dispatcher:
             self.answer(fd, request)
 
     def _may_build(self, request: k.Request) -> bool:
-        """Could this build an EvidencePack or render the control tree?"""
+        """Could this build an EvidencePack? (The control tree renders in microseconds: stats.json, ready and
+        git's fsmonitor queries are answered inline; a pack's name has an '@'.)"""
         node = self.ops.nodes.peek(request.nodeid)
-        if node is not None and node.generated:
+        if node is not None and node.generated and not self.ops.in_control_tree(node):
             return True
         return request.opcode == k.LOOKUP and _AT in request.body  # a memoryview holds ints
 
@@ -69,7 +75,9 @@ class Dispatcher:
         except Exception as exc:  # noqa: BLE001 - one request's failure must not end the loop
             self.device.send(fd, k.reply(request.unique, error=to_errno(exc, getattr(handler, "__name__", "op"))))
             return
-        if payload is not None:
+        if isinstance(payload, memoryview):
+            self.device.send_parts(fd, request.unique, payload)
+        elif payload is not None:
             self.device.send(fd, k.reply(request.unique, payload))
 
     def _interrupt(self, request: k.Request) -> None:
@@ -83,6 +91,18 @@ class Dispatcher:
     def _forget_pending(self, unique: int) -> None:
         with self._pending_lock:
             self._pending.pop(unique, None)
+
+    def requests(self) -> dict[str, int]:
+        """Requests answered so far, per opcode name (``kernel_requests`` in stats.json)."""
+        return {k.OPCODE_NAMES.get(code, str(code)): count for code, count in sorted(self.counts.items())}
+
+    def request_us(self) -> dict[str, float]:
+        """Mean CPU microseconds a reader thread spent answering each opcode (reply included; for requests
+        handed to the pool, only the handing over; CPU, not wall time, so a loaded machine does not inflate
+        it): ``kernel_request_us`` in stats.json, measured only with ``SPARSEFS_REQUEST_CPU=1`` (it costs
+        two system calls per request)."""
+        return {k.OPCODE_NAMES.get(code, str(code)): round(busy / 1000 / self.counts[code], 1)
+                for code, busy in sorted(self.busy_ns.items()) if self.counts[code]}
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

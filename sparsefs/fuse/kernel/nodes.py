@@ -6,8 +6,10 @@ entries. Paths are computed by walking parents from the node's first name, so
 renaming a directory through the mount moves everything below it at once, and
 an open file keeps its node (and its passthrough backing) across renames. When
 a later lookup of the same name finds a different inode (the file was
-replaced), it gets a new node id; the old one lives on, detached, until the
-kernel forgets it. Node ids are never reused, so no generation counter is needed.
+replaced), or the same inode number as another file type (ext4 reuses inode
+numbers at once: a file replaced by a directory may get its number), it gets a
+new node id; the old one lives on, detached, until the kernel forgets it. Node
+ids are never reused, so no generation counter is needed.
 
 **Hard links share a node.** A file the source reports with more than one link
 is kept once per (device, inode): every name of it gets the same node id, so
@@ -27,6 +29,8 @@ import stat
 import threading
 from dataclasses import dataclass, field
 
+from sparsefs.fuse.pagecache import Pages
+
 ROOT = 1
 Name = tuple[int, str]  # (parent node id, name)
 
@@ -39,6 +43,7 @@ class Node:
     parent: int  # 0 once detached (every name unlinked, replaced, or renamed over)
     name: str
     ino: int
+    kind: int = 0  # the file-type bits (stat.S_IFMT) it was looked up with; 0 if not known
     nlookup: int = 0
     generated: bool = False  # an EvidencePack or control file: built by the core, never passthrough
     backing_id: int | None = None  # kernel passthrough backing, one per node
@@ -47,6 +52,11 @@ class Node:
     open_count: int = 0  # passthrough and page-cache handles the kernel holds on this node
     cached_opens: int = 0  # handles in the kernel's page-cache mode (no passthrough open may join them)
     pages_stale: bool = False  # written by passthrough since the page cache was last dropped
+    pages: Pages = field(default_factory=Pages)  # what the kernel's cached pages were started from
+    paged: bool = False  # an open let the kernel cache pages of it (not passthrough, not direct I/O)
+    settling: tuple[int, int, int, int] | None = None  # the stamp whose pages the notifier drops once, later
+    written_at: float = float("-inf")  # time.monotonic() when a write handle through the mount last closed
+    verified: bool = False  # the source file was opened for this node once: read-only reopens need no system call
     passthrough: bool = True  # False once passthrough failed here: a node never mixes the two modes
     key: tuple[int, int, int] | None = None  # (dev, ino, file type) of a shareable node
     aliases: tuple[Name, ...] = ()  # further names of a hard-linked file, beside (parent, name)
@@ -59,7 +69,7 @@ class NodeTable:
     def __init__(self, root_ino: int) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count(ROOT + 1)
-        root = Node(ROOT, 0, "", root_ino, nlookup=1)
+        root = Node(ROOT, 0, "", root_ino, stat.S_IFDIR, nlookup=1)
         self._nodes: dict[int, Node] = {ROOT: root}
         self._by_name: dict[Name, Node] = {}
         self._by_inode: dict[tuple[int, int, int], Node] = {}  # attached shareable nodes
@@ -103,9 +113,10 @@ class NodeTable:
         ``dev``, ``mode`` and ``nlink`` are the source's: a non-directory with more than one link
         whose inode is already known under another name gets that name's node (the kernel then
         shares one inode between the names). Plain ints, not an object: this is the lookup path."""
+        kind = stat.S_IFMT(mode)
         with self._lock:
             node = self._by_name.get((parent, name))
-            if node is not None and node.ino == ino and node.generated == generated:
+            if node is not None and node.ino == ino and node.generated == generated and node.kind in (kind, 0):
                 node.nlookup += 1
                 return node
             if node is not None:
@@ -115,7 +126,7 @@ class NodeTable:
             if node is not None and node.parent != 0:
                 self._add_name(node, (parent, name))
             else:
-                node = Node(next(self._ids), parent, name, ino, generated=generated, key=key)
+                node = Node(next(self._ids), parent, name, ino, kind, generated=generated, key=key)
                 self._nodes[node.nodeid] = node
                 self._by_name[(parent, name)] = node
                 if node.key is not None:

@@ -15,14 +15,17 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from sparsefs.fuse.kernel import proto as k
-from sparsefs.fuse.kernel.cache import LIVE_S, SHORT_S, CachePolicy
+from sparsefs.fuse.kernel.cache import LIVE_S, NO_OPEN_LIVE_S, SHORT_S, CachePolicy
 from sparsefs.fuse.kernel.dirs import DirectoryOps
 from sparsefs.fuse.kernel.files import Device, FileOps
 from sparsefs.fuse.kernel.nodes import ROOT, Node, NodeTable
+from sparsefs.fuse.kernel.privs import kill_suidgid, privileged
 from sparsefs.fuse.kernel.xattrs import XattrOps
+from sparsefs.source.access import Credentials
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, stat_dict
 from sparsefs.vfs.control import CONTROL_DIR
 from sparsefs.vfs.core import Core
@@ -46,6 +49,8 @@ class KernelOps:
         self._context = threading.local()
         self.dirs = DirectoryOps(core, self.nodes, self._entry, self.real_entry)
         self.xattrs = XattrOps(core, self.nodes, self.files)
+        self.forget_name: Callable[[int, str], None] = lambda parent, name: None  # the notifier's, once serving
+        self.no_open = False  # --no-open: OPEN answers ENOSYS once; READs then come by node
 
     # ---- request context -----------------------------------------------------
     def set_caller(self, request: k.Request) -> None:
@@ -55,6 +60,11 @@ class KernelOps:
         """The pid of the request this thread answers (the binding's caller, sparsefs.vfs.binding)."""
         caller = getattr(self._context, "caller", None)
         return None if caller is None else int(caller.pid)
+
+    def caller_credentials(self) -> Credentials | None:
+        """The uid, gid (fuse_in_header) and groups of the request this thread answers."""
+        caller = getattr(self._context, "caller", None)
+        return None if caller is None else Credentials.of_request(caller.uid, caller.gid, caller.pid)
 
     def _path(self, nodeid: int) -> str:
         path = self.nodes.path(nodeid)
@@ -73,7 +83,23 @@ class KernelOps:
         node = self.nodes.remember(parent, name, ino, is_virtual_ino(ino), attrs.get("st_dev", 0), attrs["st_mode"],
                                    attrs.get("st_nlink", 1))
         self._last[node.nodeid] = attrs
-        return k.pack_entry(node.nodeid, attrs, self._timeout(node, attrs))
+        return k.pack_entry(node.nodeid, self._settled(node, attrs), self._timeout(node, attrs))
+
+    def in_control_tree(self, node: Node) -> bool:
+        """Is ``node`` .sparsefs or below it?"""
+        while node.parent not in (0, ROOT):
+            parent = self.nodes.peek(node.parent)
+            if parent is None:
+                return False
+            node = parent
+        return node.parent == ROOT and node.name == CONTROL_DIR
+
+    def _settled(self, node: Node, attrs: dict[str, int]) -> dict[str, int]:
+        """--no-open: the kernel keeps every file's pages across reads and drops them only when its size or
+        mtime changes, so a live control file's snapshot carries the time it was taken as its mtime."""
+        if self.no_open and node.generated and self._timeout(node) == NO_OPEN_LIVE_S:
+            return attrs | {"st_mtime": time.time_ns()}
+        return attrs
 
     def _timeout(self, node: Node, attrs: dict[str, int] | None = None) -> float:
         """How long the kernel may keep this node's entry and attributes (sparsefs.fuse.kernel.cache).
@@ -83,6 +109,8 @@ class KernelOps:
         if node.generated:
             parent = self.nodes.peek(node.parent)
             live = (parent is not None and parent.generated) or (node.parent == ROOT and node.name == CONTROL_DIR)
+            if live and self.no_open and node.kind == stat.S_IFREG:
+                return NO_OPEN_LIVE_S  # no handle pins a snapshot: one per second, so a read sees one whole
             return LIVE_S if live else SHORT_S
         if attrs is None:
             return self.cache.real(self.cache.root_dev, 2)  # not known here: as if hard-linked (short)
@@ -142,9 +170,11 @@ class KernelOps:
             if opened is None and path is None:  # removed: as Linux, its last attributes, no links
                 return k.pack_attr_out(self._removed_attrs(node), SHORT_S)
             st = opened if opened is not None else self.core.root.lstat((path or "/")[1:])
+            if opened is None and not same_object(node, st):
+                self._replaced(node, path or "/")
             self._last[node.nodeid] = st
             return k.pack_attr_out_stat(st, self.cache.real(st.st_dev, st.st_nlink, st.st_mode))
-        attrs = self._attrs(node, fh if flags & k.GETATTR_FH else None)
+        attrs = self._settled(node, self._attrs(node, fh if flags & k.GETATTR_FH else None))
         return k.pack_attr_out(attrs, self._timeout(node, attrs))
 
     def setattr(self, request: k.Request) -> bytes:
@@ -159,6 +189,8 @@ class KernelOps:
             self._on_node(node, path, lambda p: self.core.chown(p, *owner), lambda fd: os.fchown(fd, *owner))
         if valid & k.FATTR_SIZE:
             self._truncate(node, path, size, fh if valid & k.FATTR_FH else None)
+        if valid & k.FATTR_KILL_SUIDGID:  # killpriv_v2: a truncate without CAP_FSETID, or a chown
+            self._on_node(node, path, self._kill_by_path, kill_suidgid)
         if valid & (k.FATTR_ATIME | k.FATTR_MTIME | k.FATTR_ATIME_NOW | k.FATTR_MTIME_NOW):
             times = (_time(valid, k.FATTR_ATIME, k.FATTR_ATIME_NOW, atime, ansec),
                      _time(valid, k.FATTR_MTIME, k.FATTR_MTIME_NOW, mtime, mnsec))
@@ -168,11 +200,19 @@ class KernelOps:
         return k.pack_attr_out(attrs, self._timeout(node, attrs))
 
     def _on_node(self, node: Node, path: str | None, by_path: _PathOp, by_fd: _FdOp) -> None:
-        """Apply a change by path, or through the kept fd of a file unlinked while open."""
+        """Apply a change by path (if it still leads to this node's file), or through the kept fd of a file
+        unlinked while open."""
+        if path is not None and not node.generated and not same_object(node, self.core.root.lstat(path[1:])):
+            self._replaced(node, path)
         if path is not None:
             by_path(path)
         elif not self.files.on_open_file(node, by_fd):
             raise OSError(errno.ENOENT, "no longer in the tree")
+
+    def _kill_by_path(self, path: str) -> None:
+        mode = self.core.root.lstat(path[1:]).st_mode
+        if stat.S_ISREG(mode) and privileged(mode):
+            self.core.chmod(path, stat.S_IMODE(mode) & ~(stat.S_ISUID | (stat.S_ISGID if mode & stat.S_IXGRP else 0)))
 
     def _truncate(self, node: Node, path: str | None, size: int, fh: int | None) -> None:
         core_fh = self.files.core_fh(fh)
@@ -191,6 +231,27 @@ class KernelOps:
         else:
             self.core.access(path, mask)
         return b""
+
+    def handed_out(self, node: Node, st: os.stat_result) -> bool:
+        """Are ``st`` the attributes the kernel was last given for ``node`` (atime aside)?"""
+        last = self._last.get(node.nodeid)
+        if last is None:
+            return False
+        if isinstance(last, os.stat_result):
+            return _attr_key(last) == _attr_key(st)
+        return tuple(last.get(key) for key in _ATTR_KEYS) == _attr_key(st)
+
+    def _replaced(self, node: Node, path: str) -> None:
+        """``path`` leads to another object than ``node`` now (replaced outside, not yet heard of): the node
+        is answered for as a vanished file from now on, the kernel is told to forget the name, and this
+        request fails with ESTALE, which makes the kernel walk the path again (LOOKUP_REVAL) and find the
+        new object fresh. Never the new object's attributes for the old node (the kernel would mark a
+        node whose type changed bad: EIO until it is forgotten)."""
+        entry = self.nodes.entry(path)
+        if entry is not None and self.nodes.detach(*entry, only=node) is not None:
+            self.source_gone(node)
+            self.forget_name(*entry)
+        raise OSError(errno.ESTALE, f"{path} leads to another file now")
 
     def _removed_attrs(self, node: Node) -> dict[str, int]:
         """A removed node's attributes as last handed out, with no links (fstat on a removed file or cwd)."""
@@ -288,16 +349,29 @@ class KernelOps:
             self.files.hold_for_reading(node)
 
     # ---- files -------------------------------------------------------------
+    def reopen(self, nodeid: int, flags: int) -> bytes | None:
+        """The fast path's OPEN (sparsefs.fuse.kernel.fastpath): a read-only reopen of a kept file, or None."""
+        node = self.nodes.peek(nodeid)
+        if node is None or self.no_open:
+            return None
+        last = self._last.get(nodeid)
+        size = None if last is None else last.st_size if isinstance(last, os.stat_result) else last.get("st_size")
+        return self.files.reopen(node, flags, size)
+
     def open(self, request: k.Request) -> bytes:
-        flags, _ = k.OPEN_IN.unpack_from(request.body)
+        if self.no_open:  # from now on the kernel opens files itself (FUSE_NO_OPEN_SUPPORT): no OPEN, no RELEASE
+            raise OSError(errno.ENOSYS, "--no-open")
+        flags, open_flags = k.OPEN_IN.unpack_from(request.body)
         last = self._last.get(request.nodeid)  # the size the kernel holds: small files may use the page cache
         size = None if last is None else last.st_size if isinstance(last, os.stat_result) else last.get("st_size")
-        return self.files.open(self.nodes.get(request.nodeid), flags, size)
+        return self.files.open(self.nodes.get(request.nodeid), flags, size, bool(open_flags & k.OPEN_KILL_SUIDGID))
 
     def create(self, request: k.Request) -> bytes:
-        flags, mode, _umask, _ = k.CREATE_IN.unpack_from(request.body)
+        flags, mode, _umask, open_flags = k.CREATE_IN.unpack_from(request.body)
         (path,) = self._child(request, skip=k.CREATE_IN.size)
         result = self.core.create(path, flags, mode)
+        if open_flags & k.OPEN_KILL_SUIDGID:
+            kill_suidgid(result.fh)
         nodeid = 0
         try:
             self._give_to_caller(path)
@@ -310,14 +384,29 @@ class KernelOps:
                 self._forget(nodeid, 1)  # the kernel never received this entry
             raise
 
-    def read(self, request: k.Request) -> bytes:
+    def read(self, request: k.Request) -> bytes | memoryview:
         fh, offset, size, _ = k.READ_IN.unpack_from(request.body)
+        if fh == 0 and self.no_open:
+            return self._read_unopened(self.nodes.get(request.nodeid), offset, size)
         return self.files.read(fh, offset, size)
 
+    def _read_unopened(self, node: Node, offset: int, size: int) -> bytes | memoryview:
+        """--no-open: a READ by node alone. A real file is read from its keeper into the page cache; a
+        generated one is opened, read and closed in the core (the pack frozen for that name and version,
+        or the control file's snapshot its size was given with)."""
+        if not node.generated:
+            return self.files.read_unopened(node, offset, size)
+        path = self._path(node.nodeid)
+        opened = self.core.open(path, os.O_RDONLY)
+        try:
+            return self.core.read(path, size, offset, opened.fh)
+        finally:
+            self.core.release(path, opened.fh)
+
     def write(self, request: k.Request) -> bytes:
-        fh, offset, size, _, _, _, _ = k.WRITE_IN.unpack_from(request.body)
+        fh, offset, size, write_flags, _, _, _ = k.WRITE_IN.unpack_from(request.body)
         data = bytes(request.body[k.WRITE_IN.size : k.WRITE_IN.size + size])
-        return k.TWO_U32.pack(self.files.write(fh, offset, data), 0)
+        return k.TWO_U32.pack(self.files.write(fh, offset, data, bool(write_flags & k.WRITE_KILL_SUIDGID)), 0)
 
     def fsync(self, request: k.Request) -> bytes:
         fh, flags = k.FSYNC_IN.unpack_from(request.body)
@@ -355,6 +444,19 @@ class KernelOps:
 
     def open_handles(self) -> int:
         return self.files.open_handles()
+
+
+_ATTR_KEYS = ("st_ino", "st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_mtime", "st_ctime")
+
+
+def _attr_key(st: os.stat_result) -> tuple[int, ...]:
+    """What the kernel caches of a file, as ``stat_dict`` spells it (times in ns); atime aside."""
+    return st.st_ino, st.st_mode, st.st_nlink, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def same_object(node: Node, st: os.stat_result) -> bool:
+    """Does ``st`` (what the node's path leads to now) describe the node's own file?"""
+    return st.st_ino == node.ino and node.kind in (0, stat.S_IFMT(st.st_mode))
 
 
 def _time(valid: int, given: int, now: int, seconds: int, nsec: int) -> int:

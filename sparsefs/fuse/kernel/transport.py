@@ -13,63 +13,45 @@ thread cost more than most requests (small files warm 5.5x -> 3x native at
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import logging
 import os
 import select
+import threading
 import time
 from collections.abc import Callable
 
 from sparsefs.fuse.kernel import proto as k
-from sparsefs.fuse.mounts import find_mount
 
 log = logging.getLogger("sparsefs.kernel")
 
 MAX_WRITE = 1 << 20
 BUFFER_SIZE = MAX_WRITE + 8192  # the kernel wants room for one full WRITE plus headers
-_MS_NOSUID, _MS_NODEV = 2, 4
-_MNT_DETACH = 2
 _GONE = (errno.ENOENT, errno.ENODEV)  # reply to an interrupted request / connection ended
 _RETRY = (errno.EINTR, errno.EAGAIN, errno.ENOENT)
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def mount_device(fd: int, mountpoint: str, allow_other: bool) -> None:
-    data = f"fd={fd},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()}"
-    if allow_other:
-        data += ",allow_other,default_permissions"
-    if _libc.mount(b"sparsefs", os.fsencode(mountpoint), b"fuse.sparsefs", _MS_NOSUID | _MS_NODEV,
-                   data.encode()) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {mountpoint}: {os.strerror(err)}")
-
-
-def unmount_device(mountpoint: str) -> None:
-    """Unmount; detach lazily if something still holds it."""
-    if not find_mount(mountpoint):
-        return
-    for flags in (0, _MNT_DETACH):
-        if _libc.umount2(os.fsencode(mountpoint), flags) == 0:
-            return
-        err = ctypes.get_errno()
-        if err == errno.EINVAL:  # no longer mounted
-            return
-        log.warning("umount %s: %s", mountpoint, os.strerror(err))
 
 
 class FuseDevice:
     """An open /dev/fuse connection and its ioctls."""
 
-    def __init__(self) -> None:
-        self.fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    def __init__(self, fd: int = -1) -> None:
+        """``fd``: the mounted /dev/fuse fd (``sparsefs.fuse.kernel.mounting``), set once mounted."""
+        self.fd = fd
 
-    def clone(self) -> int:
-        fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-        fcntl.ioctl(fd, k.DEV_IOC_CLONE, bytearray(k.U32.pack(self.fd)), True)
+    def clone(self) -> int | None:
+        """A new fd on this connection for another reader thread; None if /dev/fuse cannot be opened here
+        (an unprivileged daemon whose fd fusermount3 opened, on a host where /dev/fuse is 0600): the
+        thread then shares this fd."""
+        try:
+            fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+        except PermissionError:
+            return None
+        try:
+            fcntl.ioctl(fd, k.DEV_IOC_CLONE, bytearray(k.U32.pack(self.fd)), True)
+        except BaseException:
+            os.close(fd)
+            raise
         return fd
 
     def backing_open(self, fd: int) -> int:
@@ -87,6 +69,14 @@ class FuseDevice:
             if err.errno not in _GONE:
                 log.error("reply of %d bytes refused: %s", len(data), err)
 
+    def send_parts(self, fd: int, unique: int, payload: memoryview) -> None:
+        """A successful reply whose payload is sent from where it lies (a READ's buffer): no copy in Python."""
+        try:
+            os.writev(fd, [k.OUT_HEADER.pack(k.OUT_HEADER.size + len(payload), 0, unique), payload])
+        except OSError as err:
+            if err.errno not in _GONE:
+                log.error("reply of %d bytes refused: %s", len(payload), err)
+
     def notify(self, code: int, payload: bytes) -> bool:
         """Send a notification (unique 0); False if the kernel refused it (an old kernel, a gone node)."""
         try:
@@ -98,6 +88,18 @@ class FuseDevice:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+_buffers = threading.local()
+
+
+def read_buffer(size: int) -> memoryview:
+    """A ``size``-byte view of this thread's read buffer (grown as needed, never shrunk): a READ reads into
+    it and its reply is sent from it (``FuseDevice.send_parts``) before the thread reads its next request."""
+    buffer: bytearray | None = getattr(_buffers, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _buffers.buffer = bytearray(max(size, 1 << 17))
+    return memoryview(buffer)[:size]
 
 
 def read_first(fd: int) -> bytes:

@@ -3,7 +3,9 @@
 Thin on purpose: every method translates arguments, calls ``Core`` and maps
 exceptions through ``sparsefs.fuse.errors``. Generated files (packs, control
 files) are opened with per-file direct_io; real files use the page cache,
-kept coherent by ``invalidate_path`` on source changes.
+kept coherent by ``invalidate_path`` on source changes and revalidated at
+each open (``sparsefs.fuse.pagecache``: ``keep_cache`` only while the file is
+unchanged and settled), so ``kernel_cache`` (which forces ``keep_cache``) is off.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import mfusepy
 from sparsefs.fuse.errors import to_errno
 from sparsefs.fuse.libfuse.hidden import HiddenFiles, is_hidden_name
 from sparsefs.fuse.libfuse.links import Key, LinkNames
+from sparsefs.fuse.libfuse.paths import PathMemory
 from sparsefs.fuse.mounts import find_mount
+from sparsefs.source.access import Credentials
 from sparsefs.source.rootfs import UTIME_NOW, UTIME_OMIT, relative, utimens_path
 from sparsefs.vfs.binding import LateBinding
 from sparsefs.vfs.control import CONTROL_DIR
@@ -32,7 +36,6 @@ log = logging.getLogger("sparsefs.fuse")
 F = TypeVar("F", bound=Callable[..., Any])
 
 MOUNT_OPTIONS: dict[str, Any] = {
-    "kernel_cache": True,
     "attr_timeout": 5,
     "entry_timeout": 5,
     "negative_timeout": 0,
@@ -47,6 +50,7 @@ MOUNT_OPTIONS: dict[str, Any] = {
 _LOOP_ENDED_BY_SIGNAL = 8
 _CONTROL = f"/{CONTROL_DIR}/"
 FUSE_CAP_PARALLEL_DIROPS = 1 << 18  # libfuse3 fuse_common.h
+FUSE_CAP_POSIX_ACL = 1 << 19  # the kernel enforces the source's POSIX ACLs (asked as system.posix_acl_* xattrs)
 
 
 def guarded(method: F) -> F:
@@ -78,18 +82,29 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
         self._fuse_ptr: int | None = None
         self.links = LinkNames(self.invalidate_path)  # every name of a hard-linked file, kept coherent
         self.hidden = HiddenFiles(core.root)  # open files unlinked through the mount
+        self.paths = PathMemory()  # the file type and page stamp last handed out per path
+        self.allow_other = False  # set by serve: other users read through the mount
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         # Without parallel dirops the kernel serializes lookups per directory: one slow
         # evidence lookup would stall every plain lookup in the same folder.
         if conn is not None and conn.capable & FUSE_CAP_PARALLEL_DIROPS:
             conn.want |= FUSE_CAP_PARALLEL_DIROPS
+        if conn is not None and self.allow_other and conn.capable & FUSE_CAP_POSIX_ACL:
+            conn.want |= FUSE_CAP_POSIX_ACL  # other users: the source's ACLs, as default_permissions its modes
         self._fuse_ptr = mfusepy._libfuse.fuse_get_context().contents.fuse
-        self.binding.attach(caller_pid=lambda: int(mfusepy.fuse_get_context()[2]), invalidate=self.invalidate_path)
+        self.binding.attach(caller_pid=lambda: int(mfusepy.fuse_get_context()[2]), invalidate=self.invalidate_path,
+                            caller=_caller_credentials)
         self.binding.mark_ready()
 
     def invalidate_path(self, path: str) -> None:
-        """Drop the kernel's cached pages and attributes of ``path`` (if it knows it)."""
+        """Drop the kernel's cached pages and attributes of ``path`` (if it knows it). The file type handed
+        out stays remembered: libfuse drops the inode's attributes, not the kernel's entry, so the kernel
+        may still ask for the old inode's attributes by this path."""
+        self.paths.forget_pages(path)
+        self._drop_kernel_cache(path)
+
+    def _drop_kernel_cache(self, path: str) -> None:
         if self._fuse_ptr:
             _invalidate(ctypes.c_void_p(self._fuse_ptr), os.fsencode(path))
 
@@ -116,6 +131,8 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             return self.hidden.getattr(str(path))
         attrs = self.core.getattr(path, _fh(fh))
         if path is not None and fh is None:
+            if self.paths.kind_changed(path, attrs["st_mode"]):  # replaced outside by another kind of file
+                raise OSError(errno.ESTALE, "the name leads to another kind of file now")
             self.links.seen(path, attrs)
         return attrs
 
@@ -144,10 +161,18 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             self.core.getattr(path)
         result = self.core.guard_open(path, fi.flags) or self.core.open(path, fi.flags)
         fi.fh, fi.direct_io = result.fh, int(result.direct_io)
-        fi.keep_cache = 0 if result.direct_io else 1
+        fi.keep_cache = 0 if result.direct_io else int(self._keep_pages(path, result.fh))
         if control:
             self.invalidate_path(path)
         return 0
+
+    def _keep_pages(self, path: str, fd: int) -> bool:
+        """May this open keep the kernel's pages (sparsefs.fuse.pagecache)? A file changed unseen (a store
+        through an outside mapping) also has its cached size and times dropped."""
+        keep, changed = self.paths.keep_pages(path, os.fstat(fd))
+        if changed:
+            self._drop_kernel_cache(path)
+        return keep
 
     def _give_to_caller(self, path: str) -> None:
         """New files belong to whoever created them (matters with --allow-other).
@@ -163,6 +188,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def create(self, path: str, mode: int, fi: Any) -> int:
+        self.paths.forget(path)
         result = self.core.create(path, fi.flags, mode)
         fi.fh = result.fh
         self._give_to_caller(path)
@@ -200,12 +226,14 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def mkdir(self, path: str, mode: int) -> int:
+        self.paths.forget(path)
         self.core.mkdir(path, mode)
         self._give_to_caller(path)
         return 0
 
     @guarded
     def mknod(self, path: str, mode: int, dev: int) -> int:
+        self.paths.forget(path)
         self.core.mknod(path, mode, dev)
         self._give_to_caller(path)
         return 0
@@ -213,6 +241,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
     @guarded
     def rmdir(self, path: str) -> int:
         self.core.rmdir(path)
+        self.paths.forget(path, tree=True)
         return 0
 
     @guarded
@@ -222,6 +251,7 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             return 0
         key = self._inode(path)
         self.core.unlink(path)
+        self.paths.forget(path)
         self.links.removed(path)
         self.links.changed(key, path)
         return 0
@@ -238,6 +268,8 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
             return 0
         moving, replaced = self._inode(old), self._inode(new)
         self.core.rename(old, new, flags)
+        self.paths.forget(old, tree=True)
+        self.paths.forget(new, tree=True)
         self.links.moved(old, new)
         self.links.changed(moving, new)
         if replaced != moving:
@@ -246,12 +278,14 @@ class MfusepyOperations(mfusepy.Operations):  # type: ignore[misc]
 
     @guarded
     def symlink(self, link_path: str, target: str) -> int:  # mfusepy's argument order
+        self.paths.forget(link_path)
         self.core.symlink(link_path, target)
         self._give_to_caller(link_path)
         return 0
 
     @guarded
     def link(self, target: str, source: str) -> int:
+        self.paths.forget(target)
         self.core.link(target, source)
         attrs = self.core.getattr(target)
         self.links.seen(source, attrs)
@@ -358,13 +392,21 @@ def _invalidate(fuse_ptr: ctypes.c_void_p, path: bytes) -> None:
         log.debug("fuse_invalidate_path(%r) = %d", path, result)
 
 
+def _caller_credentials() -> Credentials:
+    """fuse_get_context()'s uid, gid and pid, with the caller's supplementary groups (sparsefs.source.access)."""
+    uid, gid, pid = mfusepy.fuse_get_context()
+    return Credentials.of_request(int(uid), int(gid), int(pid))
+
+
 def serve(core: Core, binding: LateBinding, mountpoint: str, allow_other: bool = False) -> None:
     """Mount and serve until unmounted or signalled (SIGINT/SIGTERM unmount cleanly)."""
     options = dict(MOUNT_OPTIONS)
     if allow_other:
         options.update(allow_other=True, default_permissions=True)
     try:
-        _Fuse(MfusepyOperations(core, binding), mountpoint, raw_fi=True, foreground=True, **options)
+        operations = MfusepyOperations(core, binding)
+        operations.allow_other = allow_other
+        _Fuse(operations, mountpoint, raw_fi=True, foreground=True, **options)
     except RuntimeError as err:
         # libfuse's fuse_main answers 8 when its loop was ended by SIGINT/SIGTERM/SIGHUP; the
         # unmount already happened then. Anything else (or a mount still present) is a failure.
