@@ -10,7 +10,6 @@ import pytest
 from readers.base import ReadIntent
 from readers.kit.source import MemorySource
 from readers.pdf.reader import PdfReader
-from readers.retrieval.confidence import Signals, shipped_model, vouches
 from readers.pdf.structure import (
     DEMOTE,
     STRUCTURE_KEY,
@@ -24,6 +23,7 @@ from readers.pdf.structure import (
     structure_of,
     unit_adjustment,
 )
+from readers.retrieval.confidence import Signals, shipped_model, vouches
 
 _ITEMS = ("Business", "Risk Factors", "Unresolved Staff Comments", "Properties", "Legal Proceedings", "Mine Safety",
           "Market for Common Equity", "Management's Discussion", "Market Risk", "Financial Statements", "Controls")
