@@ -257,24 +257,28 @@ def promisable(question: str) -> bool:
 
 def rows_shown(question: str, known: Mapping[str, Any], shown: Sequence[tuple[int, str]]) -> bool:
     """The statement rows the read's metrics need are in view: for every statement kind they come from (that
-    the artifact has a primary page for), a passage on that page (``shown``: (page, text) pairs) holds one
-    of the rows; never for a read the statements cannot answer (:func:`promisable`)."""
+    the artifact has a primary page for), each needed row is in a passage on that page (``shown``: (page,
+    text) pairs); never for a read the statements cannot answer (:func:`promisable`). Every row, not one of
+    them: a working-capital read shown its current assets but not its current liabilities cannot be answered
+    from the pack."""
     needs = needed_rows(question)
     primary: Mapping[str, int] = known["primary"]
     kinds = [kind for kind in needs if kind in primary]
     if not kinds or not promisable(question):
         return False
-    return all(
-        any(page == primary[kind] and row_lift([text], [page], {kind: page}, {kind: needs[kind]})[0]
-            for page, text in shown)
-        for kind in kinds
-    )
+    return all(needs[kind] <= rows_in([text for page, text in shown if page == primary[kind]], kind)
+               for kind in kinds)
+
+
+def rows_in(texts: Sequence[str], kind: str) -> set[str]:
+    """The names of ``kind``'s standard rows (:data:`ROWS`) that start a line of one of ``texts``."""
+    lines = [line.strip() for text in texts for line in text.split("\n")]
+    return {name for name, pattern in ROWS[kind].items() if any(re.match(pattern, ln, re.IGNORECASE) for ln in lines)}
 
 
 def row_count(text: str, kind: str) -> int:
     """How many of a statement's standard rows one page holds (each row name counted once)."""
-    lines = [line.strip() for line in text.split("\n")]
-    return sum(any(re.match(p, line, re.IGNORECASE) for line in lines) for p in ROWS[kind].values())
+    return len(rows_in([text], kind))
 
 
 def primary_statements(page_texts: Sequence[str], titled: Mapping[str, Sequence[int]]) -> dict[str, int]:
