@@ -36,7 +36,7 @@ page 15 -> 16 of 24; packs saying "matched" 0 -> 11, all 11 hits.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -305,6 +305,62 @@ def row_lift(unit_texts: Sequence[str], unit_pages: Sequence[int], primary: Mapp
         if patterns and any(re.match(p, line.strip(), re.IGNORECASE) for line in text.split("\n") for p in patterns):
             lift[u] = 1.0
     return lift
+
+
+HEAD_ROWS = 6
+"""A statement's heading shown with its rows: its title, the company, the period and the column years
+(what says which column is the year asked), at most this many lines before its first standard row."""
+HEAD_CHARS = 320
+
+
+def statement_lines(page_text: str, kind: str, rows: set[str]) -> list[tuple[int, int]]:
+    """The character spans (in ``page_text``) a read needs of one statement page: its heading (the lines
+    before its first figure or standard row, at most :data:`HEAD_ROWS` lines within its first :data:`HEAD_CHARS`
+    characters; a running "Table of Contents" line left out) and every line that starts with one of
+    ``rows`` (:data:`ROWS` names); lines with only blank lines between them are one span. [] when the page
+    holds none of the rows (a heading alone answers nothing)."""
+    spans: list[tuple[int, int]] = []
+    at, heading, shown = 0, True, 0
+    for line in page_text.split("\n"):
+        text, end = line.strip(), at + len(line)
+        heading = heading and not _starts_row(text, ROWS[kind].values()) and not _FIGURE.search(text)
+        wanted = _starts_row(text, [ROWS[kind][row] for row in rows])
+        if text and (wanted or (heading and shown < HEAD_ROWS and end <= HEAD_CHARS
+                                and not _TITLES["contents"].fullmatch(text))):
+            spans.append((at, end))
+            shown += not wanted
+        at = end + 1
+    if not rows_in([page_text[a:b] for a, b in spans], kind) & rows:
+        return []
+    return _merged(page_text, spans)
+
+
+_FIGURE = re.compile(r"\d,\d{3}|\d\.\d|\$\s*\(?\d")
+"""A statement's figures (thousands separators, decimals, dollar amounts): where its heading has ended."""
+
+
+def _starts_row(text: str, patterns: Iterable[str]) -> bool:
+    return bool(text) and any(re.match(p, text, re.IGNORECASE) for p in patterns)
+
+
+def _merged(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans with only whitespace between them joined into one."""
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        if out and not text[out[-1][1] : a].strip():
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def statement_needs(question: str, known: Mapping[str, Any]) -> list[tuple[int, str, set[str]]]:
+    """(primary page, statement kind, row names) the read's metrics are computed from, per statement the
+    filing has a primary page for; [] for a read the statements cannot answer (:func:`promisable`)."""
+    if not promisable(question):
+        return []
+    primary: Mapping[str, int] = known["primary"]
+    return [(primary[kind], kind, rows) for kind, rows in needed_rows(question).items() if kind in primary]
 
 
 STRUCTURE_KEY = "structure"

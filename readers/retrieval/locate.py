@@ -274,6 +274,7 @@ def locate(
     found = _ranked(reader, parsed, view, intent, slots, contents, exclude, stages)
     extra = reader.extras(parsed, view, found, max_chars, exclude)
     budget = max_chars - sum(len(item.text) for item in extra.items)
+    found = _beside(view, found, extra.items)
     selection = _chosen(parsed, view, found, stages, budget, k)
     items = sorted([*passages(reader, parsed, view, selection), *extra.items],
                    key=lambda it: (it.anchor.char_start, it.anchor.char_end))
@@ -302,6 +303,14 @@ def _ranked(
     if stages.rerank is not None:
         found = replace(found, ranking=stages.rerank(parsed, view, found))
     return found
+
+
+def _beside(view: UnitView, found: Found, items: Sequence[EvidenceItem]) -> Found:
+    """The units an extra item already shows (its span) are not chosen again as passages."""
+    spans = [(it.anchor.char_start, it.anchor.char_end) for it in items if it.anchor.char_end > it.anchor.char_start]
+    if not spans:
+        return found
+    return replace(found, blocked=found.blocked | blocked_mask(view.starts, view.ends, spans))
 
 
 def _then(first: Adjust | None, second: Adjust | None) -> Adjust | None:

@@ -20,6 +20,8 @@ from readers.pdf.structure import (
     primary_statements,
     row_lift,
     rows_shown,
+    statement_lines,
+    statement_needs,
     structure_of,
     unit_adjustment,
 )
@@ -41,7 +43,7 @@ BALANCE = ("Consolidated Balance Sheet\n(Dollars in millions)  2022  2021\nCash 
            "Accounts receivable — net  4,532  4,660\nTotal current assets  14,688  15,403\n"
            "Property, plant and equipment — net  9,178  9,429\nTotal assets  $ 46,455 $ 47,072\n"
            "Accounts payable  3,183  2,994\nTotal current liabilities  9,523  9,035\nTotal equity  14,770  15,117")
-_3M = Path(__file__).resolve().parents[2] / "shared" / "data" / "pdf" / "filings" / "3M_2022_10K.pdf"
+_3M = Path(__file__).resolve().parents[4] / "shared" / "data" / "pdf" / "filings" / "3M_2022_10K.pdf"
 PROSE = ("Table of Contents\nRisks related to our subsidiaries\nOn July 26, 2022, certain wholly owned subsidiaries of "
          "the Company initiated proceedings. The Company signed an agreement with its directors.")
 
@@ -92,6 +94,26 @@ def test_rows_shown_promises_only_figures_in_view() -> None:
     assert rows_shown("Does Corning have positive working capital?", known, split)  # over several passages
 
 
+def test_statement_lines_are_its_heading_and_the_needed_rows() -> None:
+    page = "Table of Contents\n" + BALANCE
+    spans = statement_lines(page, "balance", {"current_assets", "current_liabilities"})
+    shown = [page[a:b] for a, b in spans]
+    assert shown == ["Consolidated Balance Sheet\n(Dollars in millions)  2022  2021",  # the heading: which column
+                     "Total current assets  14,688  15,403", "Total current liabilities  9,523  9,035"]
+    assert statement_lines(page, "balance", {"inventories"}) == []  # a heading alone answers nothing
+    together = statement_lines(BALANCE, "balance", {"cash", "receivables"})
+    assert [BALANCE[a:b].count("\n") for a, b in together] == [3]  # adjacent lines are one passage
+
+
+def test_statement_needs_only_for_reads_statements_answer() -> None:
+    known = {"boilerplate": {}, "primary": {"balance": 50, "income": 48}}
+    assert statement_needs("What is the FY2022 return on assets?", known) == [
+        (48, "income", {"net"}), (50, "balance", {"assets"})]
+    assert statement_needs("Why did the operating margin fall?", known) == []  # reasons: not in the rows
+    assert statement_needs("What is the adjusted operating margin?", known) == []  # non-GAAP: its reconciliation
+    assert statement_needs("What is the capex?", known) == []  # no cash flow statement page found
+
+
 def test_the_primary_statement_holds_most_of_its_rows() -> None:
     pages = [CONTENTS, "Consolidated Balance Sheet\nsee page 50", BALANCE]
     assert primary_statements(pages, {"balance": [2, 3], "income": [1]}) == {"balance": 3}
@@ -132,7 +154,11 @@ def test_3m_working_capital_reaches_the_balance_sheet() -> None:
     batch = PdfReader().locate(parsed, ReadIntent("Does 3M have positive working capital based on FY2022 data?",
                                                   ("Does 3M have positive working capital based on FY2022 data?",)),
                                1340)
-    assert any(item.anchor.label.startswith("p50:") for item in batch.items)
+    shown = {item.anchor.label: item.text for item in batch.items if item.anchor.label.startswith("p50:")}
+    text = "\n".join(shown.values())
+    assert "Total current assets" in text and "Total current liabilities" in text  # both rows, as the extras show
+    assert "Consolidated Balance Sheet" in text and "2022" in text  # with the heading that names the columns
+    assert "statement-rows" in batch.flags
     (coverage,) = batch.coverage
     assert Signals(*coverage.signals).structure == 1.0  # the rows working capital is computed from are shown
     assert vouches(coverage)  # matched, or not, as the judge of the pdf family says on that signal
