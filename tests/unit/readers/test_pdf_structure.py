@@ -88,6 +88,8 @@ def test_rows_shown_promises_only_figures_in_view() -> None:
     assert not rows_shown("What is the return on assets?", known, [(3, "Total assets  46,455  47,072")])  # no income
     assert rows_shown("What is the return on assets?", known, [(3, "Total assets  46,455"), (2, "Net income  5,777")])
     assert not rows_shown("Who is the CEO?", known, rows)
+    tax = [(2, "Income before income taxes  10,705\nProvision for income taxes  1,727")]
+    assert not rows_shown("How much did the effective tax rate change?", known, tax)  # stated in its own note
     half = [(3, "Total current assets  14,688  15,403\nCash and cash equivalents  3,655")]
     assert not rows_shown("Does Corning have positive working capital?", known, half)  # every row, not one
     split = [(3, "Total current assets  14,688"), (3, "Total current liabilities  9,523")]
