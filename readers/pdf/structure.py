@@ -256,10 +256,17 @@ stated figure, which may differ (discrete items, rounding), is the evidence, so 
 Found on the calibration split's one false "matched" (an effective tax rate change)."""
 
 
+_SENTENCE = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
+_CONDITIONAL = re.compile(r"^(if|in case|where|when)\b", re.IGNORECASE)
+
+
 def promisable(question: str) -> bool:
     """Whether the rows of a statement can answer the read at all: not when it asks for reasons, for a part
-    of a consolidated figure, or for an adjusted measure (each decided from the question's words)."""
-    return not (REASONS.search(question) or BREAKDOWN.search(question) or NON_GAAP.search(question))
+    of a consolidated figure, or for an adjusted measure (each decided from the question's words). A
+    conditional follow-up after the question ("If working capital is not a useful metric, explain why")
+    says what to do when the figure does not apply; it asks no reason of the figure itself."""
+    asked = " ".join(s for i, s in enumerate(_SENTENCE.split(question)) if i == 0 or not _CONDITIONAL.match(s))
+    return not (REASONS.search(asked) or BREAKDOWN.search(asked) or NON_GAAP.search(asked))
 
 
 def rows_shown(question: str, known: Mapping[str, Any], shown: Sequence[tuple[int, str]]) -> bool:

@@ -114,6 +114,9 @@ def test_statement_needs_only_for_reads_statements_answer() -> None:
     assert statement_needs("Why did the operating margin fall?", known) == []  # reasons: not in the rows
     assert statement_needs("What is the adjusted operating margin?", known) == []  # non-GAAP: its reconciliation
     assert statement_needs("What is the capex?", known) == []  # no cash flow statement page found
+    follow_up = "Is working capital positive? If working capital is not a useful metric, then explain why."
+    assert statement_needs(follow_up, known) == [(50, "balance", {"current_assets", "current_liabilities"})]
+    assert statement_needs("If we exclude M&A, why did the operating margin fall?", known) == []  # the question
 
 
 def test_the_primary_statement_holds_most_of_its_rows() -> None:
