@@ -29,6 +29,14 @@ veto the promise or confirm it, never loosen it: such a family's threshold is
 at least the text family's. ``--keep-model`` keeps the shipped weights and only
 chooses the thresholds (the signals did not change with the v2 pipeline).
 
+The ``structure`` signal (a Reader's structural fact that the evidence is in view: a filing's statement
+rows, ``readers.pdf.structure.rows_shown``) is not in the logistic model (its weight stays 0). A family is
+promised on it instead when its calibration split's packs with the signal keep ``--precision`` over at
+least ``--least-structural`` of them and a bootstrap over the family's calibration documents
+(``--bootstraps`` resamples of whole documents with replacement) keeps the precision at or above the
+target in its lower 5% quantile; the Wilson 95% lower bound is printed beside it (with a dozen packs it
+is far below the target: say so wherever the promise is reported).
+
 ``--write`` stores the model under ``coverage`` in readers/calibration.json.
 Packs are read with the shipped model in place while the signals are taken;
 the signals themselves do not depend on it.
@@ -80,6 +88,7 @@ class Sample:
     hit: bool
     family: str = "text"  # the Reader family that judged it (its threshold's)
     verbatim: bool = False
+    doc: str = ""  # the document (a bootstrap over documents resamples these)
 
 
 def collect(name: str, limit: int | None) -> list[Sample]:
@@ -129,7 +138,8 @@ def _sample(name: str, protocol: Protocol, q: Question, doc: Doc) -> Sample | No
     if pack.decision != "sparse" or len(pack.coverage) != 1 or len(_SEEN) != 1:
         return None
     _, sig, shown, family, verbatim = _SEEN[0]
-    return Sample(name, split_of(q.doc_id), sig, shown > 0, hit(q, doc, pack_seen(pack, doc)), family, verbatim)
+    return Sample(name, split_of(q.doc_id), sig, shown > 0, hit(q, doc, pack_seen(pack, doc)), family, verbatim,
+                  q.doc_id)
 
 
 def collect_structured(limit: int | None) -> list[Sample]:
@@ -146,14 +156,16 @@ def collect_structured(limit: int | None) -> list[Sample]:
                 answered = structured.answer(reader, parsed, request)
                 if len(_SEEN) == 1:
                     _, sig, shown, judged, verbatim = _SEEN[0]
-                    samples.append(Sample(family, request.split, sig, shown > 0, answered["hit"], judged, verbatim))
+                    samples.append(Sample(family, request.split, sig, shown > 0, answered["hit"], judged, verbatim,
+                                          path.name))
     return samples
 
 
 def fit(samples: Sequence[Sample], l2: float = 0.01, steps: int = 6000) -> tuple[np.ndarray, float]:
     """Logistic regression by gradient descent on standardised signals (numpy only), returned as weights
-    and bias on the raw signals."""
+    and bias on the raw signals; the ``structure`` signal is left out (weight 0: see the module docstring)."""
     x = np.array([s.signals.vector() for s in samples], dtype=np.float64)
+    x[:, NAMES.index("structure")] = 0.0  # constant: its standardised column is 0, so is its weight
     y = np.array([s.hit for s in samples], dtype=np.float64)
     mu, sd = x.mean(axis=0), x.std(axis=0) + 1e-9
     z = (x - mu) / sd
@@ -187,7 +199,7 @@ def _save(path: Path, samples: Sequence[Sample]) -> None:
     with path.open("w") as f:
         for s in samples:
             f.write(json.dumps({"set": s.set, "split": s.split, "signals": s.signals.vector(), "shown": s.shown,
-                                "hit": s.hit, "family": s.family, "verbatim": s.verbatim}) + "\n")
+                                "hit": s.hit, "family": s.family, "verbatim": s.verbatim, "doc": s.doc}) + "\n")
 
 
 def _load(path: Path) -> list[Sample]:
@@ -199,7 +211,8 @@ def _load(path: Path) -> list[Sample]:
         raise SystemExit(f"{path}: {len(stale['signals'])} signals per sample, this model has {len(NAMES)} "
                          f"({', '.join(NAMES)}): collect them again without --from-samples")
     return [Sample(r["set"], r["split"], Signals(*r["signals"]), r["shown"], r["hit"],
-                   r.get("family", FAMILY.get(r["set"], r["set"])), r.get("verbatim", False)) for r in rows]
+                   r.get("family", FAMILY.get(r["set"], r["set"])), r.get("verbatim", False), r.get("doc", ""))
+            for r in rows]
 
 
 def curve(model: Model, samples: Sequence[Sample]) -> list[str]:
@@ -249,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--from-samples", type=Path, help="refit from samples saved by --samples (no reads)")
     parser.add_argument("--least", type=int, default=30, help="'matched' calibration samples a family threshold needs")
     parser.add_argument("--keep-model", action="store_true", help="keep the shipped weights; choose thresholds only")
+    parser.add_argument("--least-structural", type=int, default=10,
+                        help="packs with the structure signal a family's structural promise needs")
+    parser.add_argument("--bootstraps", type=int, default=2000, help="document resamples for the structural promise")
     args = parser.parse_args(argv)
     samples = _load(args.from_samples) if args.from_samples else _collect_all(args.limit)
     if args.samples:
@@ -260,12 +276,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         w, b = np.array(shipped.weights), shipped.bias
     provisional = Model(tuple(w.tolist()), b, {}, args.candidate)
     thresholds = family_thresholds(provisional, calibration, args.precision, args.least)
-    model = Model(provisional.weights, b, thresholds, args.candidate)
+    structural, lines = structural_rules(calibration, args.precision, args.least_structural, args.bootstraps)
+    model = Model(provisional.weights, b, thresholds, args.candidate, structural)
     print(f"`{' '.join(['scripts/calibrate_coverage.py', *(argv or sys.argv[1:])])}`\n")
     print("fitted on the calibration split: " + ", ".join(f"{n} {v:+.3f}" for n, v in zip(NAMES, w, strict=True))
           + f", bias {b:+.3f}; matched per family at p >= "
           + (", ".join(f"{f} {t:.3f}" for f, t in sorted(thresholds.items())) or "(none)")
-          + f", unresolved below {model.candidate}\n")
+          + f", unresolved below {model.candidate}; on the structure signal: "
+          + (", ".join(sorted(structural)) or "(none)") + "\n")
+    print("\n".join(lines) + "\n")
     print("\n".join(report(model, samples)))
     print("\n" + "\n".join(curve(model, samples)))
     if args.write:
@@ -288,17 +307,60 @@ def family_thresholds(model: Model, calibration: Sequence[Sample], precision: fl
     return out
 
 
+def structural_rules(calibration: Sequence[Sample], precision: float, least: int, bootstraps: int,
+                     seed: int = 27) -> tuple[dict[str, float], list[str]]:
+    """The families promised on the structure signal (see the module docstring), and a table of why."""
+    rng = np.random.default_rng(seed)
+    rules: dict[str, float] = {}
+    lines = ["| family | calibration packs with the signal | hits | precision | Wilson 95% lower | bootstrap "
+             "over documents: 5% quantile (share >= target) | promised |", "|---|---|---|---|---|---|---|"]
+    for family in sorted({s.family for s in calibration}):
+        said = [s for s in calibration if s.family == family and s.shown and s.signals.structure >= 1.0]
+        if not said:
+            continue
+        good = sum(s.hit for s in said)
+        low, share = _bootstrap(said, precision, bootstraps, rng)
+        ok = len(said) >= least and good / len(said) >= precision and low >= precision
+        if ok:
+            rules[family] = 1.0
+        lines.append(f"| {family} | {len(said)} | {good} | {100 * good / len(said):.1f}% | "
+                     f"{100 * _wilson_low(good, len(said)):.1f}% | {100 * low:.1f}% ({100 * share:.1f}%) | "
+                     f"{'yes' if ok else 'no'} |")
+    return rules, lines
+
+
+def _bootstrap(said: Sequence[Sample], precision: float, rounds: int, rng: np.random.Generator) -> tuple[float, float]:
+    """(5% quantile of the precision, share of resamples at or above ``precision``) over resamples of the
+    documents with replacement (a resample without a pack counts as meeting it: it promises nothing)."""
+    docs = sorted({s.doc for s in said})
+    per_doc = {d: (sum(s.hit for s in said if s.doc == d), sum(s.doc == d for s in said)) for d in docs}
+    values = []
+    for _ in range(rounds):
+        drawn = rng.choice(len(docs), size=len(docs), replace=True)
+        good = sum(per_doc[docs[i]][0] for i in drawn)
+        told = sum(per_doc[docs[i]][1] for i in drawn)
+        values.append(good / told if told else 1.0)
+    return float(np.quantile(values, 0.05)), float(np.mean([v >= precision for v in values]))
+
+
+def _wilson_low(good: int, n: int, z: float = 1.96) -> float:
+    p = good / n
+    return float((p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n))
+
+
 def _write(model: Model, calibration: Sequence[Sample]) -> None:
     table = json.loads(TABLE.read_text())
-    sets = {family: sorted({s.set for s in calibration if s.family == family}) for family in model.matched}
-    counts = {family: sum(s.family == family for s in calibration) for family in model.matched}
+    named = sorted({*model.matched, *model.structural})
+    sets = {family: sorted({s.set for s in calibration if s.family == family}) for family in named}
+    counts = {family: sum(s.family == family for s in calibration) for family in named}
     table["coverage"] = {
         "note": f"scripts/calibrate_coverage.py on {len(calibration)} one-slot calibration-split requests",
         "weights": dict(zip(NAMES, (round(w, 4) for w in model.weights), strict=True)),
         "bias": round(model.bias, 4), "candidate": model.candidate,
-        "families": {family: {"matched": round(found, 4), "note": f"{counts[family]} calibration samples of "
-                                                                   f"{', '.join(sets[family])}"}
-                     for family, found in sorted(model.matched.items())},
+        "families": {family: {**({"matched": round(model.matched[family], 4)} if family in model.matched else {}),
+                              **({"structure": model.structural[family]} if family in model.structural else {}),
+                              "note": f"{counts[family]} calibration samples of {', '.join(sets[family])}"}
+                     for family in named},
     }
     TABLE.write_text(json.dumps(table, indent=1) + "\n")
 

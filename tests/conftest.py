@@ -18,7 +18,7 @@ DEMO = Path(__file__).resolve().parents[1] / "sparsefs" / "demo"
 # every row of the backend table, and the kernel backend without passthrough (what root gets on Linux < 6.9 and
 # an ordinary user everywhere; the ordinary user's own mounts: tests/mount/test_mount_user.py)
 BACKENDS = (*(row.name for row in backends.BACKENDS), *mountutil.VARIANTS)
-HANG_GUARD_S = 120.0  # no single mount test comes close; past this the daemon is hung
+HANG_GUARD_S = mountutil.HANG_GUARD_S
 _PACK_HEAD = re.compile(rb"^[^\n]*@[^\n]*( [0-9a-f]{8} \xc2\xb7 |: error: )")
 
 
@@ -93,24 +93,16 @@ def mirror(workspace: Path, tmp_path: Path, backend: str) -> Iterator[mountutil.
     """The workspace mirrored at tmp/mnt."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    mount = mountutil.start(workspace, mnt, tmp_path / "state", backend=backend)
-    try:
-        with mountutil.hang_guard(mount, HANG_GUARD_S):
-            yield mount
-    finally:
-        mountutil.stop(mount)
+    with mountutil.mounted(workspace, mnt, tmp_path / "state", backend=backend) as mount:
+        yield mount
     _check_clean(mount)
 
 
 @pytest.fixture
 def in_place(workspace: Path, tmp_path: Path, backend: str) -> Iterator[mountutil.Mount]:
     """The workspace mounted over itself."""
-    mount = mountutil.start(workspace, None, tmp_path / "state", backend=backend)
-    try:
-        with mountutil.hang_guard(mount, HANG_GUARD_S):
-            yield mount
-    finally:
-        mountutil.stop(mount)
+    with mountutil.mounted(workspace, None, tmp_path / "state", backend=backend) as mount:
+        yield mount
     _check_clean(mount)
 
 

@@ -93,6 +93,23 @@ def stop(mount: Mount, deadline_s: float = 10.0) -> None:
     _reap(mount.process, deadline_s)
 
 
+HANG_GUARD_S = 120.0
+"""No single mount test comes close; past this the daemon is hung (hang_guard aborts the connection)."""
+
+
+@contextmanager
+def mounted(source: Path, mountpoint: Path | None, state_dir: Path, *extra: str, backend: str | None = None,
+            **options: Any) -> Iterator[Mount]:
+    """A mount for the length of a ``with`` block: started (:func:`start`, same arguments), guarded against
+    hangs, always stopped, whatever the block raised."""
+    mount = start(source, mountpoint, state_dir, *extra, backend=backend, **options)
+    try:
+        with hang_guard(mount, HANG_GUARD_S):
+            yield mount
+    finally:
+        stop(mount)
+
+
 def _still_mounted(mount: Mount) -> bool:
     entry = mounts.find_mount(mount.mountpoint)
     return entry is not None and entry.fstype == mounts.FSTYPE

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,9 +42,20 @@ from readers.pdf.anchors import PAGE_LINES, TABLE, PageMap, resolve
 from readers.pdf.extract import MAX_SECONDS, extract
 from readers.pdf.preview import page_ranges, preview
 from readers.pdf.statements import asked_kinds, statement_pages
+from readers.pdf.structure import (
+    ROW_LIFT,
+    adjusted,
+    needed_rows,
+    rows_shown,
+    statement_lines,
+    statement_needs,
+    structure_of,
+    unit_adjustment,
+)
 from readers.pdf.tables import page_tables, wants_tables
 from readers.retrieval.bm25index import Mask, Offsets, Scores, UnitIndex, content_tokens
-from readers.retrieval.locate import NO_ADJUSTMENT, Adjustment, Extras, Found, RankingReader, UnitView
+from readers.retrieval.locate import Adjustment, Extras, Found, RankingReader, UnitView
+from readers.retrieval.methods import Adjust
 from readers.retrieval.segment import segment, strip_span
 
 TABLE_PAGES = 3
@@ -120,18 +131,35 @@ class PdfReader(RankingReader):
         return _text_flags(parsed, view)
 
     def adjustment(self, parsed: Parsed, view: UnitView, intent: ReadIntent) -> Adjustment:
-        """A read that names a financial statement, or asks for figures one holds, ranks that statement's
-        pages first (readers.pdf.statements)."""
+        """A filing's structure (readers.pdf.structure): boilerplate pages the read does not ask for are
+        demoted and the statement rows its metrics need lifted, on the raw scores; and a read that names a
+        financial statement, or asks for figures one holds, ranks that statement's pages first
+        (readers.pdf.statements)."""
         lift = _statement_lift(parsed, view, intent.text)
-        return Adjustment(lift=lift, flag="statement-pages") if lift is not None else NO_ADJUSTMENT
+        return Adjustment(raw=_structure(parsed, view, intent.text), lift=lift,
+                          flag="statement-pages" if lift is not None else "")
+
+    def structure(self, parsed: Parsed, slot: str, items: Sequence[EvidenceItem]) -> float:
+        """1.0 when the slot's passages show, on each needed statement's own page, the rows its metric is
+        computed from (readers.pdf.structure.rows_shown: never for reasons, breakdowns or adjusted measures)."""
+        pages = _pages(parsed)
+        shown = [(pages.page_of(item.anchor.char_start), item.text) for item in items]
+        return float(bool(shown) and rows_shown(slot, _known(parsed), shown))
 
     def extras(self, parsed: Parsed, view: UnitView, found: Found, budget: int,
                exclude: Sequence[tuple[int, int]]) -> Extras:
-        """The tables of the best pages, as TSV, in at most half the budget, when the read asks for a table."""
-        if not wants_tables(found.intent.text):
-            return Extras()
-        tables = _table_items(parsed, view, found.ranking.raw, list(found.contents), budget // 2, exclude)
-        return Extras(tuple(tables), ("tables" if tables else "no-table-found",), "+find_tables")
+        """The statement rows a read's metric is computed from (readers.pdf.structure: a ratio or margin
+        question's answer is in its statements' rows, which share few words with it), then the tables of the
+        best pages as TSV when the read asks for a table; in at most half the budget."""
+        rows = _row_items(parsed, view, found, budget // 2, exclude)
+        tables: list[EvidenceItem] = []
+        if wants_tables(found.intent.text):
+            room = budget // 2 - sum(len(item.text) for item in rows)
+            tables = _table_items(parsed, view, found.ranking.raw, list(found.contents), room, exclude)
+        flags = (("statement-rows",) if rows else ()) + (
+            (("tables",) if tables else ("no-table-found",)) if wants_tables(found.intent.text) else ())
+        method = ("+statement_rows" if rows else "") + ("+find_tables" if tables else "")
+        return Extras((*rows, *tables), flags, method)
 
     def leads(self, parsed: Parsed, items: Sequence[EvidenceItem], intent: ReadIntent) -> tuple[str, ...]:
         return tuple(_uncited(parsed, items, intent))
@@ -180,6 +208,28 @@ def _uncited(parsed: Parsed, items: Sequence[EvidenceItem], intent: ReadIntent) 
     ranked = sorted(asked_kinds(intent.text).items(), key=lambda kv: -kv[1])
     pages = [page for kind, _ in ranked for page in known.get(kind, ()) if page not in cited]
     return [f"p{page}" for page in dict.fromkeys(pages)]
+
+
+def _known(parsed: Parsed) -> dict[str, Any]:
+    """The filing's page structure (boilerplate pages, each statement's own page), found on first use."""
+    pages = _pages(parsed)
+
+    def page_texts() -> list[str]:
+        return [parsed.full_view[int(a) : int(b)] for a, b in zip(pages.text_starts, pages.text_ends, strict=True)]
+
+    return structure_of(parsed.data, page_texts, parsed.data.get("statements", {}))
+
+
+def _structure(parsed: Parsed, view: UnitView, text: str) -> Adjust | None:
+    """Boilerplate units demoted and the needed statement rows lifted, on a slot's raw scores (None: neither
+    applies to this read)."""
+    page_of = np.searchsorted(_pages(parsed).marker_starts, view.starts, side="right")
+    found = unit_adjustment(text, _known(parsed), page_of,
+                            lambda u: parsed.full_view[int(view.starts[u]) : int(view.ends[u])])
+    if found is None:
+        return None
+    scale, lift = found
+    return lambda _j, raw: adjusted(raw, scale, lift)
 
 
 def _statement_lift(parsed: Parsed, view: UnitView, text: str) -> Scores | None:
@@ -246,6 +296,46 @@ def _anchor(parsed: Parsed, start: int, end: int) -> Anchor:
     heading = pages.heading_above(start)
     return Anchor(pages.label(start, end), start, end, pages.line_of(start), pages.line_of(max(start, end - 1)),
                   heading.title if heading else None)
+
+
+# -- statement rows --------------------------------------------------------------
+
+
+def _row_items(parsed: Parsed, view: UnitView, found: Found, room: int,
+               exclude: Sequence[tuple[int, int]]) -> list[EvidenceItem]:
+    """Per statement a slot's metric needs, its heading and needed rows on its own page, anchored by lines,
+    within ``room`` characters (a statement that does not fit whole is left out: half a statement answers
+    nothing) and the view's span; scored as a lifted row ranks (ROW_LIFT of the slot's best open unit):
+    below the slot's best passage, which stays what the judge reads first, above weaker passages, which a
+    pack that overflows drops first."""
+    slots = found.intent.slots or (found.intent.text,)
+    items: list[EvidenceItem] = []
+    for page, kind, rows in statement_needs(found.intent.text, _known(parsed)):
+        spans = _statement_spans(parsed, page, kind, rows)
+        inside = all(view.span[0] <= a and b <= view.span[1] for a, b in spans)
+        if not spans or not inside or any(lo < b and a < hi for a, b in spans for lo, hi in exclude):
+            continue
+        serves = tuple(j for j, slot in enumerate(slots) if kind in needed_rows(slot))
+        score = _row_score(found, serves)
+        new = [EvidenceItem(_anchor(parsed, a, b), parsed.full_view[a:b], score, serves) for a, b in spans]
+        if sum(len(item.text) for item in (*items, *new)) <= room:
+            items += new
+    return items
+
+
+def _row_score(found: Found, slots: Sequence[int]) -> float:
+    """ROW_LIFT x the best ranked score of an open unit among ``slots``."""
+    open_ = ~found.blocked
+    best = [float(found.ranking.ranked[j][open_].max()) for j in slots if j in found.ranking.ranked and open_.any()]
+    return round(ROW_LIFT * max(best, default=0.0), 4)
+
+
+def _statement_spans(parsed: Parsed, page: int, kind: str, rows: set[str]) -> list[tuple[int, int]]:
+    """The full-view spans of a statement page's heading and needed rows (readers.pdf.structure)."""
+    pages = _pages(parsed)
+    at = int(pages.text_starts[page - 1])
+    text = parsed.full_view[at : int(pages.text_ends[page - 1])]
+    return [(at + a, at + b) for a, b in statement_lines(text, kind, rows)]
 
 
 # -- tables ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ first.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 TITLES: Mapping[str, re.Pattern[str]] = {
     "income": re.compile(
@@ -72,9 +72,14 @@ def statement_kinds(text: str) -> tuple[str, ...]:
 
 def statement_pages(page_texts: Sequence[str]) -> dict[str, list[int]]:
     """kind -> 1-based pages of that statement."""
+    return pages_by_kind(page_texts, statement_kinds)
+
+
+def pages_by_kind(page_texts: Sequence[str], kinds_of: Callable[[str], Sequence[str]]) -> dict[str, list[int]]:
+    """kind -> 1-based pages that ``kinds_of(page text)`` names as that kind."""
     found: dict[str, list[int]] = {}
     for number, text in enumerate(page_texts, 1):
-        for kind in statement_kinds(text):
+        for kind in kinds_of(text):
             found.setdefault(kind, []).append(number)
     return found
 

@@ -29,6 +29,12 @@ every Reader that ranks units with a :class:`UnitIndex` can use them:
   skipped on both sides; question words such as "what" are terms there, and dropping them
   measured no better). Shared words scattered over a passage are weaker evidence than the
   slot's words as one phrase; 0 for a slot of fewer than two terms.
+* ``structure`` — a fact of the artifact's structure, not of its words, that the slot's evidence is
+  in view: the Reader's ``structure`` hook (``readers.retrieval.locate``). 1.0 when a filing's passages
+  show, on each needed statement's own page, the rows the slot's metric is computed from
+  (``readers.pdf.structure.rows_shown``); 0 for every other Reader and slot. The logistic model does
+  not weigh it (its weight is 0: a word-overlap model was never fitted on it); a family may be
+  calibrated to promise on it instead (``Model.structural``).
 
 ``phrase`` is what lifted the recall of "matched" at the same precision (issue 17,
 docs/BENCHMARKS.md): on the calibration split it kept 61% of the packs holding the
@@ -43,7 +49,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from functools import cache
 from importlib import resources
 from itertools import pairwise
@@ -86,6 +92,7 @@ class Signals:
     terms: float
     broad: float
     phrase: float
+    structure: float = 0.0  # last, with a default: packs recorded before it still rebuild their Signals
 
     def vector(self) -> list[float]:
         return list(astuple(self))
@@ -94,8 +101,10 @@ class Signals:
 NAMES = tuple(Signals.__dataclass_fields__)
 
 
-def signals(index: UnitIndex, slot: str, raw: Scores | None, passages: Sequence[str]) -> Signals:
-    """The signals of one slot, from its raw unit scores and the text of its passages (best first)."""
+def signals(index: UnitIndex, slot: str, raw: Scores | None, passages: Sequence[str], structure: float = 0.0
+            ) -> Signals:
+    """The signals of one slot, from its raw unit scores and the text of its passages (best first), and the
+    Reader's structural signal."""
     stems = sorted(content_tokens(slot))
     weights = index.term_weights(term_hashes(stems)) if stems else np.zeros(0)
     total = float(weights.sum()) or 1.0
@@ -105,7 +114,8 @@ def signals(index: UnitIndex, slot: str, raw: Scores | None, passages: Sequence[
     shown = _share(stems, weights, passages, total)
     top, margin, ahead, spread = _top(raw, total)
     return Signals(found, best, shown, top, margin, ahead, spread, min(len(passages), 10) / 10,
-                   min(len(stems), 10) / 10, float(bool(_BROAD.search(slot))), phrase_share(slot, passages[:1]))
+                   min(len(stems), 10) / 10, float(bool(_BROAD.search(slot))), phrase_share(slot, passages[:1]),
+                   structure)
 
 
 def phrase_share(slot: str, passages: Sequence[str]) -> float:
@@ -144,12 +154,16 @@ class Model:
 
     ``matched`` holds one threshold per Reader family the promise was calibrated for
     (``scripts/calibrate_coverage.py``: the lowest probability keeping 90% precision on that family's
-    calibration split); a family without one is never promised ``matched``, only ``candidate``."""
+    calibration split); ``structural`` the families promised on the ``structure`` signal instead, with
+    the least value that promises (calibrated the same way: the signal's packs keep 90% precision on the
+    family's calibration split, and a bootstrap over its documents supports it). A family with neither is
+    never promised ``matched``, only ``candidate``."""
 
     weights: tuple[float, ...]
     bias: float
     matched: Mapping[str, float]
     candidate: float
+    structural: Mapping[str, float] = field(default_factory=dict)
 
     def probability(self, sig: Signals) -> float:
         z = self.bias + sum(w * x for w, x in zip(self.weights, sig.vector(), strict=True))
@@ -159,15 +173,26 @@ class Model:
         """The probability ``family`` says matched from; None when it was never calibrated."""
         return self.matched.get(family)
 
+    def promises(self, family: str, sig: Signals, p: float, verbatim: bool) -> bool:
+        """Whether ``family`` says matched for these signals (probability ``p``): at its calibrated
+        probability with the need mostly found in the artifact, or on its calibrated structural signal."""
+        threshold = self.matched.get(family)
+        if threshold is not None and p >= threshold and (sig.found >= MATCHED_FOUND_FLOOR or verbatim):
+            return True
+        least = self.structural.get(family)
+        return least is not None and sig.structure >= least
+
 
 @cache
 def shipped_model() -> Model:
     """The calibrated model shipped in ``readers/calibration.json``."""
     table = orjson.loads(resources.files("readers").joinpath(TABLE_FILE).read_bytes())
     entry = table["coverage"]
-    families = {str(name): float(found["matched"]) for name, found in dict(entry["families"]).items()}
-    return Model(tuple(float(entry["weights"][n]) for n in NAMES), float(entry["bias"]), families,
-                 float(entry["candidate"]))
+    families = dict(entry["families"]).items()
+    matched = {str(name): float(found["matched"]) for name, found in families if "matched" in found}
+    structural = {str(name): float(found["structure"]) for name, found in families if "structure" in found}
+    return Model(tuple(float(entry["weights"][n]) for n in NAMES), float(entry["bias"]), matched,
+                 float(entry["candidate"]), structural)
 
 
 def status_of(
@@ -180,9 +205,7 @@ def status_of(
     p = chosen.probability(sig)
     if not shown_any or (sig.found < FOUND_FLOOR and not verbatim) or p < chosen.candidate:
         return "unresolved", p
-    threshold = chosen.threshold(family)
-    promised = threshold is not None and p >= threshold and (sig.found >= MATCHED_FOUND_FLOOR or verbatim)
-    return ("matched" if promised else "candidate"), p
+    return ("matched" if chosen.promises(family, sig, p, verbatim) else "candidate"), p
 
 
 def judge(slot: str, sig: Signals, anchors: Sequence[str], closest: Sequence[str],

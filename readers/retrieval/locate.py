@@ -5,19 +5,23 @@ is this module's and may not be overridden (the class refuses it). The pipeline,
 
     units in scope (hook: units)          the UnitView: offsets, the index that scores them, the Scope
     slots -> their terms (hook: slot_terms)
-    [expand]                              query expansion: the text the units are ranked by
     rank by the intent's method           readers.retrieval.methods (lexical, bm25, hybrid, region)
+      [expand]                            query expansion: the document's own other forms of the slot's words
       (hook: adjustment.raw)              e.g. the Code Reader lifts a named symbol's definition
     adjustment.lift / .weight             structure boosts (a filing's statement pages), demotions
     [rerank]                              a shortlist reranker over the ranking
     extra items (hook: extras)            e.g. a PDF's tables, out of the same budget
     choose units within the budget        readers.retrieval.methods.choose_units
-    [extend]                              passage extension: to the sentence, row or cell the answer needs
+      [extend]                            ... chosen with the whole they belong to (the sentence a piece is of)
     runs -> anchored passages (hooks: runs, anchor)
-    coverage (hooks: label, leads)        judged once, here, by the calibrated judge
+    coverage (hooks: label, leads,        judged once, here, by the calibrated judge
+      structure)
 
-The bracketed stages are :class:`Stages`: empty by default, set per Reader (``RankingReader.stages``) or
-for all (:data:`PIPELINE`), so an improvement to one of them reaches every ranking Reader at once.
+The bracketed stages are :class:`Stages`, set per Reader (``RankingReader.stages``) or for all
+(:data:`PIPELINE`), so an improvement to one of them reaches every ranking Reader at once. PIPELINE runs
+:func:`own_vocabulary` (expand) and :func:`whole_sentences` (extend), measured per family on the
+calibration split (docs/BENCHMARKS.md, issue 27: neutral or better on every family; a family whose units
+are not sentences is left as it was by construction). No reranker ships (no PyPI wheel carries one).
 
 Coverage is built in one place (:func:`judged`): every slot's state comes from
 :func:`readers.retrieval.confidence.judge` for the Reader's ``family``, which says ``matched`` only for a
@@ -38,6 +42,9 @@ import numpy as np
 from readers.base import Anchor, Batch, EvidenceItem, Parsed, Reader, ReadIntent, Scope, SlotCoverage
 from readers.retrieval.bm25index import Mask, Offsets, Scores, Selection, UnitIndex, blocked_mask, content_tokens
 from readers.retrieval.confidence import judge, signals
+from readers.retrieval.definitions import defining, definition_question, lifted
+from readers.retrieval.expand import adjust_for, glossary_of, other_forms
+from readers.retrieval.extend import choose_sentences, groups_of
 from readers.retrieval.methods import DEFAULT_METHOD, METHODS, Adjust, Ranking, choose_units, rank_units
 
 CANDIDATES = 3
@@ -110,13 +117,15 @@ class Extras:
     method: str = ""  # appended to the scope's method when items came ("+find_tables")
 
 
-Expand = Callable[[Parsed, UnitView, ReadIntent], ReadIntent]
-"""Query expansion: the intent the units are ranked by (e.g. with the document's own acronyms spelled out).
-Coverage still judges the slots as asked: the judge was calibrated on them."""
+Expand = Callable[[Parsed, UnitView, ReadIntent, UnitIndex], Adjust | None]
+"""Query expansion: a change to each slot's raw unit scores (``Adjust``, before the Reader's own) from what
+the slot means in this document (the other form of a word it defines); None: none for this read. The
+slots stay as asked: the judge judges them, over the expanded scores."""
 Rerank = Callable[[Parsed, UnitView, Found], Ranking]
 """A shortlist reranker: a new ranking (``ranked`` scores) from what the method found."""
-Extend = Callable[[Parsed, UnitView, Found, Selection], Selection]
-"""Passage extension: the chosen units grown to the sentence, row or cell the answer needs."""
+Extend = Callable[[Parsed, UnitView], Offsets | None]
+"""Passage extension: per unit in view, the whole it is chosen with (units of one group are chosen
+together, scored as their best, within the same budget: the pieces of one sentence); None: each alone."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,43 @@ class Stages:
     extend: Extend | None = None
 
 
-PIPELINE = Stages()
+def own_vocabulary(parsed: Parsed, view: UnitView, intent: ReadIntent, index: UnitIndex) -> Adjust | None:
+    """The expand stage: the other forms the document defines of a slot's words add their scores
+    (readers.retrieval.expand), then a "What is X?" slot lifts the units that define X in either form
+    (readers.retrieval.definitions). Not for the lexical method: its scores promise the words as written."""
+    if intent.method == "lexical":
+        return None
+    slots = dict(enumerate(intent.slots or (intent.text,)))
+    words = glossary_of(parsed.data, parsed.full_view)
+    expand = adjust_for(index, words, slots, slice(view.first, view.first + len(view.starts)))
+    shapes = {j: shape for j, slot in slots.items()
+              if (x := definition_question(slot)) and (shape := defining([x, *other_forms(x, words)]))}
+    if not shapes:
+        return expand
+    text = parsed.full_view
+
+    def texts_of(units: list[int]) -> list[str]:
+        return [text[int(view.starts[u]) : int(view.ends[u])] for u in units]
+
+    def define(j: int, raw: Scores) -> Scores:
+        return lifted(raw, shapes[j], texts_of) if j in shapes else raw
+
+    return _then(expand, define)
+
+
+def whole_sentences(parsed: Parsed, view: UnitView) -> Offsets | None:
+    """The extend stage: in a view of sentences, the pieces of one sentence the segmenter cut at its unit
+    cap are chosen together (readers.retrieval.extend); rows, cells, values, lines and line groups are
+    whole units already (None)."""
+    starts, ends = parsed.data.get("unit_starts"), parsed.data.get("unit_ends")
+    if view.scope.unit != "sentences" or view.ids is not None or not isinstance(starts, np.ndarray) \
+            or not isinstance(ends, np.ndarray):
+        return None
+    group: Offsets = groups_of(parsed.data, parsed.full_view, starts, ends)[view.first : view.first + len(view.starts)]
+    return group
+
+
+PIPELINE = Stages(expand=own_vocabulary, extend=whole_sentences)
 """The stages every ranking Reader runs unless it sets its own ``stages``."""
 
 
@@ -202,6 +247,12 @@ class RankingReader(Reader):
         """Flags every answer over this view carries (pages without text, a symbol index's limits)."""
         return ()
 
+    def structure(self, parsed: Parsed, slot: str, items: Sequence[EvidenceItem]) -> float:
+        """The ``structure`` signal of a slot whose passages are ``items`` (best first): 1.0 when the
+        artifact's structure says they hold what the slot asks (a filing's statement rows), which word
+        overlap cannot see; 0 by default. The judge promises on it only for a family calibrated to."""
+        return 0.0
+
 
 # -- the pipeline ----------------------------------------------------------------------------
 
@@ -223,10 +274,8 @@ def locate(
     found = _ranked(reader, parsed, view, intent, slots, contents, exclude, stages)
     extra = reader.extras(parsed, view, found, max_chars, exclude)
     budget = max_chars - sum(len(item.text) for item in extra.items)
-    units = (view.starts, view.ends, view.first)
-    selection = choose_units(found.ranking, found.index, units, found.blocked, budget, k)
-    if stages.extend is not None:
-        selection = stages.extend(parsed, view, found, selection)
+    found = _beside(view, found, extra.items)
+    selection = _chosen(parsed, view, found, stages, budget, k)
     items = sorted([*passages(reader, parsed, view, selection), *extra.items],
                    key=lambda it: (it.anchor.char_start, it.anchor.char_end))
     coverage = judged(reader, parsed, view, found, items)
@@ -244,16 +293,40 @@ def _ranked(
     blocked = blocked_mask(view.starts, view.ends, exclude)
     if view.silent is not None:
         blocked |= view.silent
-    asked = stages.expand(parsed, view, intent) if stages.expand is not None else intent
-    asked_slots = asked.slots or (asked.text,)
-    searched = {j: asked_slots[j] for j in range(len(slots)) if contents[j] and j < len(asked_slots)}
+    searched = {j: slots[j] for j in range(len(slots)) if contents[j]}
     adjustment = reader.adjustment(parsed, view, intent)
+    expand = stages.expand(parsed, view, intent, index) if stages.expand is not None else None
     units = (view.starts, view.ends, view.first)
-    ranking = rank_units(parsed, index, units, asked, searched, blocked, view.silent, adjustment.raw, view.ids)
+    ranking = rank_units(parsed, index, units, intent, searched, blocked, view.silent,
+                         _then(expand, adjustment.raw), view.ids)
     found = Found(intent, slots, contents, index, _adjusted(ranking, adjustment), blocked)
     if stages.rerank is not None:
         found = replace(found, ranking=stages.rerank(parsed, view, found))
     return found
+
+
+def _beside(view: UnitView, found: Found, items: Sequence[EvidenceItem]) -> Found:
+    """The units an extra item already shows (its span) are not chosen again as passages."""
+    spans = [(it.anchor.char_start, it.anchor.char_end) for it in items if it.anchor.char_end > it.anchor.char_start]
+    if not spans:
+        return found
+    return replace(found, blocked=found.blocked | blocked_mask(view.starts, view.ends, spans))
+
+
+def _then(first: Adjust | None, second: Adjust | None) -> Adjust | None:
+    """One raw-score adjustment made of two, ``first`` first."""
+    if first is None or second is None:
+        return first or second
+    return lambda j, raw: second(j, first(j, raw))
+
+
+def _chosen(parsed: Parsed, view: UnitView, found: Found, stages: Stages, budget: int, k: int | None) -> Selection:
+    """The units to show within ``budget``: each alone, or with the whole the extend stage says it is of."""
+    units = (view.starts, view.ends, view.first)
+    group = stages.extend(parsed, view) if stages.extend is not None else None
+    if group is None:
+        return choose_units(found.ranking, found.index, units, found.blocked, budget, k)
+    return choose_sentences(found.ranking, found.index, units, found.blocked, budget, k, group)
 
 
 def _adjusted(ranking: Ranking, adjustment: Adjustment) -> Ranking:
@@ -311,7 +384,7 @@ def judged(
         raw = found.ranking.raw.get(j)
         mine = _slot_items(items, j, found.contents[j], verbatim)
         closest = closest_labels(raw, lambda u: reader.label(parsed, view, u), hidden)
-        sig = signals(found.index, slot, raw, [it.text for it in mine])
+        sig = signals(found.index, slot, raw, [it.text for it in mine], reader.structure(parsed, slot, mine))
         out.append(judge(slot, sig, [it.anchor.label for it in mine], closest, verbatim, reader.family, leads))
     return tuple(out)
 

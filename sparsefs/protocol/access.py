@@ -43,8 +43,11 @@ PREVIEW_CHARS = 2_000
 DEFAULT_PACK_CHARS = 1_500
 """A pack's size by default: the whole pack the agent reads, per slot."""
 MAX_PACK_CHARS = 6_000
-PACK_LINES_ESTIMATE = 160
-"""What a pack adds around its passages, asked of the Reader before the pack is measured exactly."""
+PACK_LINES_ESTIMATE = 210
+"""What a pack adds around its passages, asked of the Reader before the pack is measured exactly. A one-slot
+pack's lines measured 182-186 characters (median, calibration split; was estimated at 160), and a pack that
+overflows loses a whole passage (exposure.fit_to_budget): asking for 210 keeps papers' whole packs at a
+median of 1,393 with more hits (issue 27, measured on the calibration split: docs/BENCHMARKS.md)."""
 PREVIEWS_VAGUE = named(previews_vague=True)  # readers.actions: a vague access gets the Object Preview
 WITHIN_FULL_VIEW = named(within_full_view=True)  # after the full view went out: anchors into it, nothing re-sent
 SELECTED_FULL_VIEW_MAX_CHARS = 65_536

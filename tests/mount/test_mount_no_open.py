@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests import mountutil
-from tests.conftest import HANG_GUARD_S, is_pack, skip_unless_available
+from tests.conftest import is_pack, skip_unless_available
 
 Mount = mountutil.Mount
 
@@ -29,12 +29,8 @@ Mount = mountutil.Mount
 def unopened(workspace: Path, tmp_path: Path) -> Iterator[Mount]:
     skip_unless_available("kernel")
     (tmp_path / "mnt").mkdir()
-    mount = mountutil.start(workspace, tmp_path / "mnt", tmp_path / "state", "--no-open", backend="kernel")
-    try:
-        with mountutil.hang_guard(mount, HANG_GUARD_S):
-            yield mount
-    finally:
-        mountutil.stop(mount)
+    with mountutil.mounted(workspace, tmp_path / "mnt", tmp_path / "state", "--no-open", backend="kernel") as mount:
+        yield mount
     assert "Traceback" not in mount.stderr()
 
 

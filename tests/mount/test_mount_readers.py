@@ -25,7 +25,7 @@ import pytest
 
 from sparsefs.protocol.pack_text import content
 from tests import mountutil
-from tests.conftest import BACKENDS, DATA, HANG_GUARD_S, _check_clean, skip_unless_available
+from tests.conftest import BACKENDS, DATA, _check_clean, skip_unless_available
 
 Mount = mountutil.Mount
 ERROR_PACK_BOUND_S = 10.0
@@ -95,12 +95,8 @@ def mount(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     src.mkdir()
     mnt.mkdir()
     _workspace(src)
-    m = mountutil.start(src, mnt, base / "state", backend=str(request.param))
-    try:
-        with mountutil.hang_guard(m, HANG_GUARD_S):
-            yield m
-    finally:
-        mountutil.stop(m)
+    with mountutil.mounted(src, mnt, base / "state", backend=str(request.param)) as m:
+        yield m
     _check_clean(m)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import mountutil
-from tests.conftest import DEMO, HANG_GUARD_S
+from tests.conftest import DEMO
 
 Mount = mountutil.Mount
 
@@ -68,12 +68,8 @@ def example(tmp_path: Path, backend: str) -> Iterator[Mount]:
     src, mnt = tmp_path / "src", tmp_path / "mnt"
     write_example(src)
     mnt.mkdir()
-    mount = mountutil.start(src, mnt, tmp_path / "state", backend=backend)
-    try:
-        with mountutil.hang_guard(mount, HANG_GUARD_S):
-            yield mount
-    finally:
-        mountutil.stop(mount)
+    with mountutil.mounted(src, mnt, tmp_path / "state", backend=backend) as mount:
+        yield mount
     assert "Traceback" not in mount.stderr()
 
 

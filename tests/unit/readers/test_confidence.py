@@ -75,6 +75,20 @@ def test_matched_needs_the_threshold_and_a_need_the_artifact_mentions() -> None:
     assert status_of(half, True, verbatim=True)[0] == "matched"  # the passages hold the slot as written
 
 
+def test_a_family_calibrated_on_the_structure_signal_promises_on_it() -> None:
+    """A filing's statement rows in view (the PDF Reader's structure signal) are a promise only for a family
+    whose calibration says so; the word-overlap model gives the signal no weight."""
+    shipped = shipped_model()
+    model = Model(shipped.weights, shipped.bias, dict(shipped.matched), shipped.candidate, {"pdf": 1.0})
+    weak = Signals(0.8, 0.3, 0.4, 0.2, 0.1, 0.0, 0.1, 0.3, 0.9, 0.0, 0.0, structure=1.0)
+    assert model.probability(weak) == model.probability(replace(weak, structure=0.0))
+    assert status_of(weak, True, model, family="pdf")[0] == "matched"
+    assert status_of(replace(weak, structure=0.0), True, model, family="pdf")[0] == "candidate"
+    assert status_of(weak, True, model, family="text")[0] == "candidate"  # text was never calibrated on it
+    assert status_of(weak, False, model, family="pdf")[0] == "unresolved"  # nothing shown
+    assert Signals(*weak.vector()[:-1]).structure == 0.0  # a pack recorded before the signal still rebuilds
+
+
 def test_a_need_whose_rarest_words_the_report_lacks_is_not_promised() -> None:
     """The demo report speaks of a truck fleet, never of zeppelins or airships."""
     report = (Path(__file__).resolve().parents[3] / "sparsefs" / "demo" / "annual-report.md").read_bytes()
@@ -95,7 +109,7 @@ def test_the_calibration_refuses_samples_of_another_signal_set(tmp_path: Path, m
     with pytest.raises(SystemExit, match="signals per sample"):
         _load(path)
     path.write_text(json.dumps({**row, "signals": list(np.linspace(0, 1, len(NAMES)))}) + "\n")
-    assert _load(path)[0].signals.phrase == 1.0
+    assert _load(path)[0].signals.structure == 1.0
 
 
 def test_the_threshold_is_the_lowest_probability_that_keeps_the_precision(monkeypatch: pytest.MonkeyPatch) -> None:

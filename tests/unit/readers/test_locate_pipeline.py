@@ -22,10 +22,10 @@ from readers.code.reader import CodeReader
 from readers.jsondata.jsonl import JsonlReader
 from readers.jsondata.reader import JsonReader
 from readers.kit.source import MemorySource
-from readers.retrieval.bm25index import Selection
+from readers.retrieval.bm25index import UnitIndex
 from readers.retrieval.confidence import vouches
 from readers.retrieval.locate import Found, Stages, UnitView, closest_labels
-from readers.retrieval.methods import Ranking
+from readers.retrieval.methods import Adjust, Ranking
 from readers.table.reader import TableReader
 from readers.text import TextReader
 
@@ -140,24 +140,24 @@ def test_a_matched_the_judge_did_not_give_does_not_vouch() -> None:
 def test_the_pipeline_runs_its_stages_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Query expansion, a reranker and passage extension plug into the one locate (readers.retrieval.locate)."""
     calls: list[str] = []
-    text = "The HRCT scan showed ground glass.\n\nA high resolution CT is a chest scan.\n\n" + "Filler line.\n" * 30
+    text = "The HRCT scan showed ground glass.\n\nA chest scan is routine.\n\n" + "Filler line.\n" * 30
 
-    def expand(parsed: Parsed, view: UnitView, intent: ReadIntent) -> ReadIntent:
+    def expand(parsed: Parsed, view: UnitView, intent: ReadIntent, index: UnitIndex) -> Adjust | None:
         calls.append("expand")
-        return replace(intent, slots=tuple(s + " HRCT" for s in intent.slots))
+        return lambda j, raw: raw + index.scores("HRCT")[: len(raw)]
 
     def rerank(parsed: Parsed, view: UnitView, found: Found) -> Ranking:
         calls.append("rerank")
         return found.ranking
 
-    def extend(parsed: Parsed, view: UnitView, found: Found, selection: Selection) -> Selection:
+    def extend(parsed: Parsed, view: UnitView) -> np.ndarray | None:
         calls.append("extend")
-        return selection
+        return np.arange(len(view.starts)) // 2  # units chosen in pairs
 
     reader = TextReader()
     monkeypatch.setattr(reader, "stages", Stages(expand, rerank, extend))
     parsed = _parse(reader, "scan.md", text)
     batch = reader.locate(parsed, ReadIntent("high resolution CT", ("high resolution CT",)), 300)
     assert calls == ["expand", "rerank", "extend"]
-    assert any("HRCT scan" in item.text for item in batch.items)  # the expanded terms ranked it
+    assert any("HRCT scan" in item.text for item in batch.items)  # the expanded scores ranked it
     assert batch.coverage[0].slot == "high resolution CT"  # coverage judges the slot as asked

@@ -101,6 +101,7 @@ def test_the_second_host_loads_the_first_hosts_parse(tmp_path: Path, redis: redi
         assert second.shared.counts["hits"] == 1 and second.shared.counts["fetched_bytes"] > 0
         assert parsed_b.parsed.full_view == parsed_a.parsed.full_view
         assert set(parsed_b.parsed.data) == set(parsed_a.parsed.data)
+        loaded_keys = set(parsed_b.parsed.data)
         assert parsed_b.fingerprint == parsed_a.fingerprint
         located_a = parsed_a.reader.locate(parsed_a.parsed, INTENT, 1500)
         located_b = parsed_b.reader.locate(parsed_b.parsed, INTENT, 1500)
@@ -108,8 +109,8 @@ def test_the_second_host_loads_the_first_hosts_parse(tmp_path: Path, redis: redi
     finally:
         second.close()
     third = Host(tmp_path / "c", redis.url, text)  # the second host kept it locally: no new upload was needed
-    try:
-        assert second.shared.counts["uploaded_parts"] == 0
+    try:  # ... but for what its read built lazily (issue 27: a glossary, sentence groups), as for dense vectors
+        assert second.shared.counts["uploaded_parts"] <= len(set(parsed_b.parsed.data) - loaded_keys)
         third.cache.load(DOC)
         assert third.cache.parses == 0 and third.shared.counts["hits"] == 1
     finally:
