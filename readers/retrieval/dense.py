@@ -36,7 +36,7 @@ import hashlib
 import importlib.util
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -83,6 +83,9 @@ FUSION_WEIGHT = 0.3
 THREADS = 2
 """Intra-op threads (the machine has 2 cores); no spin-waiting, so idle threads cost no CPU."""
 QUERY_CACHE = 256
+YIELD_S = 2.0
+"""Longest a warm-up batch waits for request-path embeddings to finish (then it runs anyway, so a stream
+of requests cannot starve it): 50 new units take 0.2-0.4 s idle, about 1 s at load ~4."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ _load_lock = threading.Lock()
 _loaded: list[_Model | str] = []  # one entry once a load was attempted: the model or why not
 _unit_locks = [threading.Lock() for _ in range(16)]
 _background: list[Any] = []  # the one-thread session of warm_units, made on first use
+_foreground_lock = threading.Lock()
+_foreground_count = [0]  # request-path embeddings in flight
+_foreground_idle = threading.Event()  # set while none is: the warm-up's next batch may start
+_foreground_idle.set()
 
 
 @atexit.register
@@ -126,14 +133,44 @@ def embed(texts: Sequence[str], background: bool = False) -> Vectors:
     (low-priority) thread instead of the request path's thread pool.
     """
     model = _model()
-    session = _background_session(model) if background else model.session
-    out = np.zeros((len(texts), DIM), dtype=np.float32)
-    encodings = [model.tokenizer.encode(t[:MAX_INPUT_CHARS]) for t in texts]
-    order = sorted(range(len(texts)), key=lambda i: (len(encodings[i].ids), i))
+    if background:
+        _foreground_idle.wait(YIELD_S)  # a request is embedding: let it have the cores first
+        return _embed_distinct(model, _background_session(model), texts)
+    with _foreground():
+        return _embed_distinct(model, model.session, texts)
+
+
+def _embed_distinct(model: _Model, session: Any, texts: Sequence[str]) -> Vectors:
+    """Each distinct (cut) text is embedded once and its vector copied to its repeats: a filing repeats
+    headers and boilerplate (3M 10-K: 4-9 of a question's 31-50 shortlist units), and a vector does not
+    depend on its batch companions, so the copies are the vectors the repeats would get."""
+    cut = [t[:MAX_INPUT_CHARS] for t in texts]
+    first: dict[str, int] = {}
+    where = [first.setdefault(t, len(first)) for t in cut]
+    distinct = list(first)
+    encodings = [model.tokenizer.encode(t) for t in distinct]
+    vectors = np.zeros((len(distinct), DIM), dtype=np.float32)
+    order = sorted(range(len(distinct)), key=lambda i: (len(encodings[i].ids), i))
     for lo in range(0, len(order), BATCH):
         chunk = order[lo : lo + BATCH]
-        out[chunk] = _run(session, [encodings[i].ids for i in chunk])
+        vectors[chunk] = _run(session, [encodings[i].ids for i in chunk])
+    out: Vectors = vectors[np.asarray(where, dtype=np.int64)] if texts else np.zeros((0, DIM), dtype=np.float32)
     return out
+
+
+@contextlib.contextmanager
+def _foreground() -> Iterator[None]:
+    """Mark a request-path embedding in flight; the warm-up waits (up to YIELD_S per batch) until none is."""
+    with _foreground_lock:
+        _foreground_count[0] += 1
+        _foreground_idle.clear()
+    try:
+        yield
+    finally:
+        with _foreground_lock:
+            _foreground_count[0] -= 1
+            if not _foreground_count[0]:
+                _foreground_idle.set()
 
 
 def unit_similarities(

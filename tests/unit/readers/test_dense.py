@@ -234,3 +234,41 @@ def test_a_session_from_the_kept_optimized_graph_gives_the_same_vectors(tmp_path
     assert np.array_equal(vectors[0], vectors[1]) and np.array_equal(vectors[0], vectors[2])
     kept[0].write_bytes(b"not a model")  # damaged: built again from the model, not an error
     assert np.array_equal(np.concatenate([dense._run(dense._session(2, model), ids[:8])]), vectors[0][:8])
+
+
+@needs_model
+def test_repeated_texts_are_embedded_once_with_the_vector_each_would_get(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [UNITS[5], "Table of Contents", UNITS[7], "Table of Contents", UNITS[5]]
+    separately = np.stack([dense.embed([t])[0] for t in texts])
+    rows: list[int] = []
+    run = dense._run
+    monkeypatch.setattr(dense, "_run", lambda session, batch: rows.extend(len(r) for r in batch) or run(session, batch))
+    together = dense.embed(texts)
+    assert len(rows) == 3  # three distinct texts reached the model
+    assert np.array_equal(together, separately)
+    assert np.array_equal(together[1], together[3]) and np.array_equal(together[0], together[4])
+
+
+@needs_model
+def test_the_warm_up_waits_while_a_request_embeds() -> None:
+    dense.embed(["load the model"])
+    order: list[str] = []
+    with dense._foreground():
+        worker = threading.Thread(target=lambda: (dense.embed(["warm"], background=True), order.append("warm-up")))
+        worker.start()
+        worker.join(0.3)
+        order.append("request")
+    worker.join(10)
+    assert order == ["request", "warm-up"]
+
+
+@needs_model
+def test_the_warm_up_is_not_starved_by_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dense, "YIELD_S", 0.2)
+    dense.embed(["load the model"])
+    with dense._foreground():
+        done = threading.Thread(target=lambda: dense.embed(["warm"], background=True))
+        done.start()
+        done.join(10)
+        assert not done.is_alive()  # it went ahead after YIELD_S although the request is still in flight
+    assert dense._foreground_idle.is_set()
