@@ -59,12 +59,12 @@ if {mode!r} == "warmup":
 """
 
 
-def measure(tree: str, mode: str) -> dict[str, list[float] | list[str]]:
+def measure(tree: str, mode: str) -> tuple[list[float], list[str]]:
     code = CHILD.format(tree=tree, path=FILING, mode=mode, questions=QUESTIONS)
     out = subprocess.run([sys.executable, "-I", "-c", code], cwd="/", capture_output=True, text=True, check=True,
                          timeout=600)
-    found: dict[str, list[float] | list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
-    return found
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    return [float(t) for t in found["times"]], [str(p) for p in found["packs"]]
 
 
 def main() -> None:
@@ -81,10 +81,10 @@ def main() -> None:
     for _ in range(args.rounds):
         for mode in modes:
             for tree in trees:
-                run = measure(tree, mode)
-                medians[(tree, mode)].append(statistics.median(run["times"]) * 1000)  # type: ignore[arg-type]
-                reference = reference or list(run["packs"])  # type: ignore[arg-type]
-                same[(tree, mode)] &= run["packs"] == reference
+                times, packs = measure(tree, mode)
+                medians[(tree, mode)].append(statistics.median(times) * 1000)
+                reference = reference or packs
+                same[(tree, mode)] &= packs == reference
     print("| tree | mode | median new question | packs equal the first run's |")
     print("|---|---|---|---|")
     for (tree, mode), values in medians.items():
