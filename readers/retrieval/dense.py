@@ -16,9 +16,11 @@ shortlist, never a whole document) and keeps the vectors in the parsed
 artifact, so each unit of an artifact version is embedded once.
 
 Off the request path, :func:`warm_units` embeds the rest of an artifact's
-units (``sparsefs.artifacts.warmup`` calls it on a low-priority thread) on a second,
-one-thread session without a memory arena (+65 MiB), so the work stays on that
-thread; its vectors are bit-identical to the request path's.
+units (``sparsefs.artifacts.warmup`` calls it on a low-priority thread) on a second
+session without a memory arena (+65 MiB) whose threads all run at that thread's
+nice 19 (BACKGROUND_THREADS); before each batch it waits while a request embeds
+(YIELD_S at most); its vectors are bit-identical to the request path's. Within one
+call, each distinct text is embedded once.
 
 Determinism: texts are batched by token length and padded to the batch's
 longest; a text's vector does not depend on its batch companions (checked by
@@ -83,6 +85,11 @@ FUSION_WEIGHT = 0.3
 THREADS = 2
 """Intra-op threads (the machine has 2 cores); no spin-waiting, so idle threads cost no CPU."""
 QUERY_CACHE = 256
+BACKGROUND_THREADS = int(os.environ.get("SPARSEFS_DENSE_WARMUP_THREADS", "2"))
+"""Intra-op threads of the warm-up's session. onnxruntime starts its pool threads when the session is made,
+from the thread that first warms (sparsefs.artifacts.warmup, at nice 19), and Linux threads inherit their
+creator's nice value: so all of them run at nice 19 and take only CPU nobody else wants. Two threads warm
+the 3M 10-K in about half the time of one (bench: scripts/bench_new_question.py --modes warmtime)."""
 YIELD_S = 2.0
 """Longest a warm-up batch waits for request-path embeddings to finish (then it runs anyway, so a stream
 of requests cannot starve it): 50 new units take 0.2-0.4 s idle, about 1 s at load ~4."""
@@ -98,7 +105,7 @@ class _Model:
 _load_lock = threading.Lock()
 _loaded: list[_Model | str] = []  # one entry once a load was attempted: the model or why not
 _unit_locks = [threading.Lock() for _ in range(16)]
-_background: list[Any] = []  # the one-thread session of warm_units, made on first use
+_background: list[Any] = []  # the session of warm_units, made on first use (by the warm-up thread)
 _foreground_lock = threading.Lock()
 _foreground_count = [0]  # request-path embeddings in flight
 _foreground_idle = threading.Event()  # set while none is: the warm-up's next batch may start
@@ -129,8 +136,8 @@ def missing_reason() -> str:
 def embed(texts: Sequence[str], background: bool = False) -> Vectors:
     """(len(texts), DIM) float32 L2-normalised sentence vectors; raises RuntimeError without the extra.
 
-    ``background`` runs them on a one-thread session, so the work stays on the calling
-    (low-priority) thread instead of the request path's thread pool.
+    ``background`` runs them on the warm-up's own session, whose threads inherit the nice value of
+    the thread that made it (the warm-up's), after any request-path embedding in flight.
     """
     model = _model()
     if background:
@@ -336,7 +343,7 @@ def _run(session: Any, rows: list[list[int]]) -> Vectors:
 def _background_session(model: _Model) -> Any:
     with _load_lock:
         if not _background:
-            _background.append(_session(1, model.path, arena=False))  # no arena: +65 MiB instead of +100
+            _background.append(_session(BACKGROUND_THREADS, model.path, arena=False))  # no arena: +65 MiB, not +100
     return _background[0]
 
 

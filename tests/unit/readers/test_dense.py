@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -272,3 +273,28 @@ def test_the_warm_up_is_not_starved_by_requests(monkeypatch: pytest.MonkeyPatch)
         done.join(10)
         assert not done.is_alive()  # it went ahead after YIELD_S although the request is still in flight
     assert dense._foreground_idle.is_set()
+
+
+@needs_model
+def test_the_warm_up_sessions_threads_all_run_at_the_warm_up_threads_nice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime starts its pool threads when the session is made; made from the nice-19 warm-up thread,
+    they inherit nice 19, so a two-thread warm-up still takes only CPU nobody else wants."""
+    import os
+
+    dense.embed(["load the model"])
+    monkeypatch.setattr(dense, "_background", [])
+    niceness: list[int] = []
+
+    def warm() -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        before = set(os.listdir("/proc/self/task"))
+        dense.embed(["warm"], background=True)
+        for task in set(os.listdir("/proc/self/task")) - before:
+            with contextlib.suppress(FileNotFoundError):
+                niceness.append(int(Path(f"/proc/self/task/{task}/stat").read_text().rsplit(")", 1)[1].split()[16]))
+
+    worker = threading.Thread(target=warm)
+    worker.start()
+    worker.join(30)
+    assert len(niceness) >= dense.BACKGROUND_THREADS - 1 and set(niceness) == {19}
+    dense._background.clear()
