@@ -57,6 +57,8 @@ class SheetSpec:
     origin: tuple[int, int] | None = None  # 0-based (row, col) of the first cell, for xlsx
     notes: list[str] = field(default_factory=list)
     width: int = 0
+    body: str | None = None  # the data lines already joined by newlines (then ``lines`` is empty) ...
+    lengths: Offsets | None = None  # ... and each one's length: a million-row CSV needs no string per row
 
 
 @dataclass
@@ -135,11 +137,12 @@ def build_view(specs: Sequence[SheetSpec], titled: bool) -> tuple[str, list[Shee
         prefix = "".join(line + "\n" for line in head)
         if parts:
             prefix = "\n" + prefix
-        body = "\n".join(spec.lines)
-        lengths = np.fromiter(map(len, spec.lines), np.int64, len(spec.lines))
+        body = spec.body if spec.body is not None else "\n".join(spec.lines)
+        lengths = spec.lengths if spec.lengths is not None else \
+            np.fromiter(map(len, spec.lines), np.int64, len(spec.lines))
         ends = np.cumsum(lengths + 1) - 1 + pos + len(prefix)
         starts = ends - lengths
-        section = prefix + body if spec.lines else prefix.rstrip("\n")
+        section = prefix + body if len(lengths) else prefix.rstrip("\n")
         parts.append(section)
         pos += len(section)
         sheets.append(_sheet(spec, start, pos, starts, ends))
