@@ -185,8 +185,7 @@ def _fast_block(text: str, delim: str) -> tuple[str, Offsets, Counter[int]] | No
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if text.endswith("\n"):
         text = text[:-1]
-    if not text or not text.isascii() or "\n\n" in text or text.startswith("\n") or \
-            (delim != "\t" and "\t" in text):
+    if not text or not text.isascii() or (delim != "\t" and "\t" in text):
         return None
     body = text.replace(delim, "\t") if delim != "\t" else text
     raw = np.frombuffer(body.encode("ascii"), np.uint8)
@@ -196,6 +195,8 @@ def _fast_block(text: str, delim: str) -> tuple[str, Offsets, Counter[int]] | No
     tabs = np.flatnonzero(raw == 9)
     widths = np.searchsorted(tabs, ends) - np.searchsorted(tabs, starts) + 1
     lengths: Offsets = (ends - starts).astype(np.int64)
+    if not lengths.all():
+        return None  # a blank line: no row, so the row-by-row path drops it
     return body, lengths, _counted(widths.astype(np.int64))
 
 
